@@ -4,11 +4,11 @@
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
-FUZZTIME ?= 10s
+FUZZTIME ?= 5s
 # Every fuzz target, as package:Target.
 FUZZ_TARGETS := \
 	./wire:FuzzInspect ./wire:FuzzSSE ./wire:FuzzDecodeChunk \
-	./enginesim:FuzzParseFaults ./enginesim:FuzzTokenize
+	./enginesim:FuzzParseFaults ./enginesim:FuzzTokenize ./enginesim:FuzzTokenizePrompt
 
 .PHONY: all build test vet unit fuzz bench deps clean
 
@@ -28,9 +28,10 @@ vet:
 unit:
 	$(GO) test -race -count=1 ./...
 
-test: deps vet unit
+test: deps vet unit fuzz
 
-# fuzz runs every fuzz target for FUZZTIME each.
+# fuzz runs every fuzz target for FUZZTIME each (a short run in make test; longer by hand,
+# e.g. make fuzz FUZZTIME=5m).
 fuzz:
 	@set -e; for t in $(FUZZ_TARGETS); do \
 		pkg=$${t%%:*}; name=$${t##*:}; \

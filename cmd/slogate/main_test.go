@@ -1,0 +1,49 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"strings"
+	"testing"
+)
+
+func TestDispatch(t *testing.T) {
+	cases := []struct {
+		name   string
+		args   []string
+		code   int
+		stdout []string // substrings expected on stdout
+		stderr []string // substrings expected on stderr
+	}{
+		{name: "no command", args: nil, code: 2, stderr: []string{"Usage: slogate <command>"}},
+		{name: "help lists commands", args: []string{"help"}, code: 0, stdout: []string{"sim", "version", "demo"}},
+		{name: "unknown command", args: []string{"frobnicate"}, code: 2, stderr: []string{`unknown command "frobnicate"`}},
+		{name: "version", args: []string{"version"}, code: 0, stdout: []string{"slogate "}},
+		{name: "version rejects arguments", args: []string{"version", "extra"}, code: 2, stderr: []string{"unexpected arguments"}},
+		{name: "help for sim says it is a model", args: []string{"help", "sim"}, code: 0, stderr: []string{"MODEL of an LLM inference engine", "h200-9b", "h20x8-flash", "tiny"}},
+		{name: "sim bad flag", args: []string{"sim", "--no-such-flag"}, code: 2, stderr: []string{"flag provided but not defined"}},
+		{name: "sim unknown profile", args: []string{"sim", "--profile", "nope"}, code: 1, stderr: []string{`unknown profile "nope"`}},
+		{name: "sim bad faults", args: []string{"sim", "--faults", "explode"}, code: 1, stderr: []string{"bad fault directive"}},
+		{name: "sim bad flavor", args: []string{"sim", "--flavor", "tgi", "--listen", "127.0.0.1:0"}, code: 1, stderr: []string{`unknown flavor "tgi"`}},
+		{name: "demo bad concurrency", args: []string{"demo", "--concurrency", "0"}, code: 1, stderr: []string{"not a positive integer"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			code := run(context.Background(), tc.args, &stdout, &stderr)
+			if code != tc.code {
+				t.Errorf("exit code %d, want %d (stderr %q)", code, tc.code, stderr.String())
+			}
+			for _, s := range tc.stdout {
+				if !strings.Contains(stdout.String(), s) {
+					t.Errorf("stdout lacks %q:\n%s", s, stdout.String())
+				}
+			}
+			for _, s := range tc.stderr {
+				if !strings.Contains(stderr.String(), s) {
+					t.Errorf("stderr lacks %q:\n%s", s, stderr.String())
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,141 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.uber.org/goleak"
+
+	"github.com/slogate/slogate/wire"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+// TestSimCommand runs `slogate sim` as a user would and checks the issue's acceptance:
+// a streaming completion with max_tokens 16 and include_usage returns 16 output tokens,
+// one usage chunk and [DONE], and /metrics carries the chosen flavour's names.
+func TestSimCommand(t *testing.T) {
+	cases := []struct {
+		flavor      string
+		want, avoid string
+	}{
+		{"vllm", "vllm:num_requests_running", "sglang:"},
+		{"sglang", "sglang:num_running_reqs", "vllm:"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.flavor, func(t *testing.T) {
+			base := startCommand(t, "sim", "--profile", "tiny", "--flavor", tc.flavor)
+			body := `{"model":"sim-tiny","prompt":"hello there","max_tokens":16,"stream":true,"stream_options":{"include_usage":true}}`
+			resp, err := http.Post(base+"/v1/completions", "application/json", strings.NewReader(body))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer resp.Body.Close()
+			var tokens, usageChunks, done int
+			r := wire.NewSSEReader(resp.Body, wire.DefaultMaxEvent)
+			for {
+				ev, err := r.Next()
+				if err == io.EOF {
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if ev.IsDone() {
+					done++
+					continue
+				}
+				c, err := wire.DecodeChunk(ev.Data)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if c.OutputBytes() > 0 {
+					tokens++
+				}
+				if c.UsageOnly() {
+					usageChunks++
+					if c.Usage.CompletionTokens != 16 {
+						t.Errorf("usage reports %d completion tokens, want 16", c.Usage.CompletionTokens)
+					}
+				}
+			}
+			if tokens != 16 || usageChunks != 1 || done != 1 {
+				t.Errorf("got %d output chunks, %d usage chunks, %d [DONE]; want 16, 1, 1", tokens, usageChunks, done)
+			}
+			metrics := get(t, base+"/metrics")
+			if !strings.Contains(metrics, tc.want) || strings.Contains(metrics, tc.avoid) {
+				t.Errorf("/metrics of the %s flavour: want %q and no %q", tc.flavor, tc.want, tc.avoid)
+			}
+		})
+	}
+}
+
+func TestDemoCommand(t *testing.T) {
+	var stdout, stderr bytes.Buffer
+	code := run(context.Background(), []string{"demo", "--concurrency", "1,4", "--max-tokens", "8"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("demo exited %d: %s", code, stderr.String())
+	}
+	for _, want := range []string{"1/1", "4/4", "TTFT p50", "generated tokens"} {
+		if !strings.Contains(stdout.String(), want) {
+			t.Errorf("demo output lacks %q:\n%s", want, stdout.String())
+		}
+	}
+}
+
+// startCommand runs a serving subcommand on a free loopback port until the test ends and
+// returns its base URL once /health answers.
+func startCommand(t *testing.T, name string, args ...string) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var stderr bytes.Buffer
+	wg.Go(func() {
+		if code := run(ctx, append([]string{name, "--listen", addr}, args...), io.Discard, &stderr); code != 0 {
+			t.Errorf("%s exited %d: %s", name, code, stderr.String())
+		}
+	})
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	base := "http://" + addr
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		resp, err := http.Get(base + "/health")
+		if err == nil {
+			resp.Body.Close()
+			if resp.StatusCode == http.StatusOK {
+				return base
+			}
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s did not become healthy on %s: %v", name, addr, err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func get(t *testing.T, url string) string {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return string(b)
+}

@@ -1,0 +1,221 @@
+package enginesim
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net/http"
+	"sync"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/slogate/slogate/wire"
+)
+
+// Config configures a simulated engine.
+type Config struct {
+	Profile     Profile
+	Flavor      Flavor        // FlavorVLLM (default) or FlavorSGLang
+	Faults      Faults        // applied to every request; FaultHeader adds to them
+	NotReadyFor time.Duration // /health and inference answer 503 for this long after start
+	MaxBodySize int64         // request bodies above this get 413; default 64 MiB
+	Logger      *slog.Logger  // default: discard
+}
+
+// Server is a model of an inference engine (vLLM or SGLang) behind their HTTP API: it
+// runs no model, but schedules requests through a simulated continuous-batching engine
+// (Scheduler) in real time and streams generated text at the pace the model dictates.
+// Its Handler is safe for concurrent use; Run drives the engine and must be running for
+// requests to make progress.
+type Server struct {
+	cfg     Config
+	tok     tokenizer
+	started time.Time
+	metrics *simMetrics
+	reg     *prometheus.Registry
+	mux     *http.ServeMux
+	wake    chan struct{}
+
+	mu      sync.Mutex // guards sched, streams and nextID
+	sched   *Scheduler
+	streams map[uint64]*stream
+	nextID  uint64
+}
+
+// NewServer returns a simulated engine for cfg. It reports an invalid profile or flavour.
+func NewServer(cfg Config) (*Server, error) {
+	if err := cfg.Profile.Validate(); err != nil {
+		return nil, err
+	}
+	switch cfg.Flavor {
+	case "":
+		cfg.Flavor = FlavorVLLM
+	case FlavorVLLM, FlavorSGLang:
+	default:
+		return nil, fmt.Errorf("enginesim: unknown flavor %q (want vllm or sglang)", cfg.Flavor)
+	}
+	if cfg.MaxBodySize <= 0 {
+		cfg.MaxBodySize = 64 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	cfg.Faults = cfg.Faults.normalized() // a status alone fires always, as in FaultHeader
+	s := &Server{
+		cfg:     cfg,
+		tok:     tokenizer{vocab: cfg.Profile.Vocab},
+		started: time.Now(),
+		reg:     prometheus.NewRegistry(),
+		wake:    make(chan struct{}, 1),
+		streams: make(map[uint64]*stream),
+	}
+	s.metrics = newSimMetrics(s.reg, cfg.Flavor, cfg.Profile, s.Stats)
+	s.sched = NewScheduler(cfg.Profile, s.metrics.hooks())
+	s.routes()
+	return s, nil
+}
+
+func (s *Server) routes() {
+	s.mux = http.NewServeMux()
+	s.mux.HandleFunc("POST /v1/completions", s.serveGenerate)
+	s.mux.HandleFunc("POST /v1/chat/completions", s.serveGenerate)
+	s.mux.HandleFunc("GET /v1/models", s.serveModels)
+	s.mux.HandleFunc("POST /tokenize", s.serveTokenize)
+	s.mux.HandleFunc("GET /health", s.serveHealth)
+	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
+	if s.cfg.Flavor == FlavorSGLang {
+		s.mux.HandleFunc("GET /get_server_info", s.serveServerInfo)
+	}
+	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		wire.WriteError(w, http.StatusNotFound, wire.APIError{
+			Message: fmt.Sprintf("%s %s is not served by this engine", r.Method, r.URL.Path),
+			Type:    wire.TypeEngineNotFound,
+		})
+	})
+}
+
+// Handler returns the HTTP API of the engine.
+func (s *Server) Handler() http.Handler { return s.mux }
+
+// Stats returns a snapshot of the engine's scheduler. Safe for concurrent use.
+func (s *Server) Stats() Stats {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.sched.Stats()
+}
+
+// Run drives the engine in real time until ctx is done: it plans a step, waits for as
+// long as the step takes, applies it and hands the new tokens to the waiting requests.
+// It returns nil when ctx is done.
+func (s *Server) Run(ctx context.Context) error {
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	for {
+		s.mu.Lock()
+		d, busy := s.sched.Step(time.Now())
+		s.mu.Unlock()
+		if !busy {
+			select {
+			case <-s.wake:
+				continue
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		timer.Reset(d)
+		select {
+		case <-timer.C:
+		case <-ctx.Done():
+			timer.Stop()
+			return nil
+		}
+		s.mu.Lock()
+		for _, e := range s.sched.Complete(time.Now()) {
+			if st := s.streams[e.ID]; st != nil {
+				st.deliver(e)
+			}
+		}
+		s.mu.Unlock()
+	}
+}
+
+// ready reports whether the engine has finished its simulated start-up.
+func (s *Server) ready() bool { return time.Since(s.started) >= s.cfg.NotReadyFor }
+
+func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
+	if !s.ready() {
+		w.WriteHeader(http.StatusServiceUnavailable)
+		return
+	}
+	w.WriteHeader(http.StatusOK)
+}
+
+func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
+	p := s.cfg.Profile
+	card := map[string]any{
+		"id": p.Model, "object": "model", "created": time.Now().Unix(), "owned_by": string(s.cfg.Flavor),
+		"root": p.Model, "parent": nil, "max_model_len": p.MaxModelLen,
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{card}})
+}
+
+func (s *Server) serveServerInfo(w http.ResponseWriter, _ *http.Request) {
+	p := s.cfg.Profile
+	writeJSON(w, http.StatusOK, map[string]any{
+		"model_path":           p.Model,
+		"served_model_name":    p.Model,
+		"tp_size":              1,
+		"chunked_prefill_size": p.MaxBatchedTokens,
+		"max_running_requests": p.MaxNumSeqs,
+		"page_size":            p.BlockSize,
+		"context_length":       p.MaxModelLen,
+		"max_total_num_tokens": p.KVCapacity(),
+		"disable_radix_cache":  !p.PrefixCaching,
+		"status":               "ready",
+		"version":              "enginesim",
+	})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	body, err := json.Marshal(v)
+	if err != nil {
+		wire.WriteError(w, http.StatusInternalServerError, wire.APIError{Message: err.Error()})
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(body)
+}
+
+// chance reports true with probability p.
+func chance(p float64) bool { return p >= 1 || p > 0 && rand.Float64() < p }
+
+// serveTokenize serves POST /tokenize: {"prompt": ...} or {"messages": [...]} in, the
+// token ids and their count out, as vLLM and SGLang answer it.
+func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, s.cfg.MaxBodySize))
+	if err != nil {
+		wire.WriteError(w, http.StatusRequestEntityTooLarge, *badRequest(err.Error()))
+		return
+	}
+	if !json.Valid(body) {
+		wire.WriteError(w, http.StatusBadRequest, *badRequest("request body is not valid JSON"))
+		return
+	}
+	ids, err := s.tok.tokenize(wire.RouteUnknown, body)
+	if err != nil {
+		wire.WriteError(w, http.StatusBadRequest, *badRequest(err.Error()))
+		return
+	}
+	if ids == nil {
+		ids = []int{}
+	}
+	writeJSON(w, http.StatusOK, map[string]any{
+		"count": len(ids), "max_model_len": s.cfg.Profile.MaxModelLen, "tokens": ids, "token_strs": nil,
+	})
+}

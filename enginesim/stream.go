@@ -1,0 +1,242 @@
+package enginesim
+
+import (
+	"bytes"
+	"encoding/json"
+	"net/http"
+	"strconv"
+
+	"github.com/slogate/slogate/wire"
+)
+
+// stream carries one request's progress from the engine loop to its handler. Its fields
+// are guarded by Server.mu; notify has room for one wake-up and never blocks the engine.
+type stream struct {
+	notify chan struct{}
+	steps  []int // tokens per engine step, not yet taken by the handler
+	done   bool
+}
+
+func newStream() *stream { return &stream{notify: make(chan struct{}, 1)} }
+
+// deliver records an emission; the caller holds Server.mu.
+func (st *stream) deliver(e Emission) {
+	st.steps = append(st.steps, e.Tokens)
+	st.done = st.done || e.Done
+	select {
+	case st.notify <- struct{}{}:
+	default:
+	}
+}
+
+// take moves the undelivered steps of st into buf and reports whether the engine is done.
+func (s *Server) take(st *stream, buf []int) ([]int, bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	buf = append(buf[:0], st.steps...)
+	st.steps = st.steps[:0]
+	return buf, st.done
+}
+
+// answer renders j's output as OpenAI chunks; one per engine step, as engines stream.
+type answer struct {
+	j    *job
+	chat bool
+	sent int    // output tokens rendered so far
+	buf  []byte // events not yet written
+	head []byte // the chunk envelope up to "choices", built once
+	text []byte // scratch for one chunk's text
+}
+
+func (a *answer) envelope() wire.Chunk {
+	c := wire.Chunk{Object: "text_completion", Created: a.j.created, Model: a.j.model, ID: "cmpl-" + a.j.hexID()}
+	if a.chat {
+		c.Object, c.ID = "chat.completion.chunk", "chatcmpl-"+a.j.hexID()
+	}
+	return c
+}
+
+func (a *answer) usage() *wire.Usage {
+	return &wire.Usage{PromptTokens: a.j.prompt, CompletionTokens: a.sent, TotalTokens: a.j.prompt + a.sent}
+}
+
+// chunk renders the next k tokens as one chunk (two for a chat chunk that crosses from
+// reasoning to content), appending "data: ...\n\n" events to a.buf.
+func (a *answer) chunk(k int, last bool) {
+	if a.chat && a.sent < a.j.faults.Reasoning && a.sent+k > a.j.faults.Reasoning {
+		split := a.j.faults.Reasoning - a.sent
+		a.chunk(split, false)
+		k -= split
+	}
+	a.text = appendText(a.text[:0], a.j.seed, a.sent, a.sent+k, a.j.faults.Loop)
+	reasoning := a.chat && a.sent < a.j.faults.Reasoning
+	a.sent += k
+	finish := ""
+	if last {
+		finish = a.j.reason
+	}
+	a.buf = a.appendTokenChunk(a.buf, string(a.text), reasoning, finish, a.j.req.ContinuousUsage)
+}
+
+// role renders the chat stream's opening chunk: the assistant role and empty content.
+func (a *answer) role() {
+	empty := ""
+	c := a.envelope()
+	c.Choices = []wire.Choice{{Delta: &wire.Delta{Role: "assistant", Content: &empty}}}
+	if a.j.req.ContinuousUsage {
+		c.Usage = a.usage()
+	}
+	a.event(c)
+}
+
+// end renders the usage chunk (when asked for) and the [DONE] marker.
+func (a *answer) end() {
+	if a.j.req.IncludeUsage {
+		c := a.envelope()
+		c.Usage = a.usage()
+		a.event(c)
+	}
+	a.buf = append(a.buf, "data: [DONE]\n\n"...)
+}
+
+func (a *answer) event(c wire.Chunk) {
+	a.buf = append(a.buf, "data: "...)
+	a.buf = appendJSON(a.buf, c)
+	a.buf = append(a.buf, '\n')
+}
+
+// appendJSON appends v encoded as the engines encode it: no HTML escaping, and a newline.
+func appendJSON(dst []byte, v any) []byte {
+	b := bytes.NewBuffer(dst)
+	enc := json.NewEncoder(b)
+	enc.SetEscapeHTML(false)
+	if err := enc.Encode(v); err != nil {
+		panic(err) // the wire types always encode
+	}
+	return b.Bytes()
+}
+
+// streamJob streams j as server-sent events until it finishes, the client leaves, or a
+// fault cuts it short.
+func (s *Server) streamJob(w http.ResponseWriter, r *http.Request, j *job, st *stream) {
+	rc := http.NewResponseController(w)
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	w.Header().Set("Cache-Control", "no-cache")
+	w.WriteHeader(http.StatusOK)
+	_ = rc.Flush()
+	a := &answer{j: j, chat: j.req.Route == wire.RouteChatCompletions}
+	var steps []int
+	for {
+		select {
+		case <-st.notify:
+		case <-r.Context().Done():
+			return
+		}
+		var done bool
+		steps, done = s.take(st, steps)
+		for i, k := range steps {
+			if a.sent == 0 && a.chat {
+				a.role()
+			}
+			cut, limit := a.j.faults.cut(a.sent, k)
+			a.chunk(limit, done && i == len(steps)-1 && !cut)
+			if cut {
+				s.fail(w, rc, r, a)
+				return
+			}
+		}
+		if done {
+			a.end()
+		}
+		if _, err := w.Write(a.buf); err != nil {
+			return
+		}
+		a.buf = a.buf[:0]
+		if err := rc.Flush(); err != nil || done {
+			return
+		}
+	}
+}
+
+// cut reports whether a stall or drop fault fires within the next k tokens after sent,
+// and how many of the k tokens go out before it does.
+func (f Faults) cut(sent, k int) (bool, int) {
+	// The earlier of the two faults cuts the stream. (Checking them in a fixed order let a
+	// later stall cut a multi-token chunk first, so with speculative decoding a drop_after=3
+	// stream could carry more than 3 tokens before the drop; fail already picks the
+	// earlier fault to carry out.)
+	at := 0
+	for _, a := range []int{f.StallAfter, f.DropAfter} {
+		if a > 0 && (at == 0 || a < at) {
+			at = a
+		}
+	}
+	if at > 0 && sent+k >= at {
+		return true, max(at-sent, 0)
+	}
+	return false, k
+}
+
+// fail carries out the stall or drop fault that cut a stream: the tokens before the cut
+// are flushed, then the stream either hangs until the client leaves (stall) or the
+// connection is torn down without the end of the stream (drop).
+func (s *Server) fail(w http.ResponseWriter, rc *http.ResponseController, r *http.Request, a *answer) {
+	_, _ = w.Write(a.buf)
+	_ = rc.Flush()
+	if a.j.faults.DropAfter > 0 && (a.j.faults.StallAfter == 0 || a.j.faults.DropAfter <= a.j.faults.StallAfter) {
+		s.release(a.j.id)
+		panic(http.ErrAbortHandler)
+	}
+	<-r.Context().Done()
+}
+
+// answerJob waits for j to finish and sends the whole answer in one JSON response.
+func (s *Server) answerJob(w http.ResponseWriter, r *http.Request, j *job, st *stream) {
+	var steps []int
+	total := 0
+	for done := false; !done; {
+		select {
+		case <-st.notify:
+		case <-r.Context().Done():
+			return
+		}
+		steps, done = s.take(st, steps)
+		for _, k := range steps {
+			total += k
+		}
+	}
+	if j.faults.DropAfter > 0 || j.faults.StallAfter > 0 {
+		a := &answer{j: j}
+		s.fail(w, http.NewResponseController(w), r, a)
+		return
+	}
+	// chat selects the chat envelope, so the id is "chatcmpl-..." as in the stream (it
+	// was "cmpl-..." for non-streaming chat answers).
+	a := &answer{j: j, chat: j.req.Route == wire.RouteChatCompletions, sent: total}
+	text := string(appendText(nil, j.seed, 0, total, j.faults.Loop))
+	reason := j.reason
+	c := a.envelope()
+	c.Usage = a.usage()
+	if j.req.Route == wire.RouteChatCompletions {
+		c.Object = "chat.completion"
+		msg := &wire.Message{Role: "assistant", Content: &text}
+		if n := min(j.faults.Reasoning, total); n > 0 {
+			thought := text[:len(appendText(nil, j.seed, 0, n, j.faults.Loop))]
+			rest := text[len(thought):]
+			msg.ReasoningContent, msg.Content = &thought, &rest
+		}
+		c.Choices = []wire.Choice{{Message: msg, FinishReason: &reason}}
+	} else {
+		c.Choices = []wire.Choice{{Text: text, FinishReason: &reason}}
+	}
+	writeJSON(w, http.StatusOK, c)
+}
+
+// hexID returns the request id as vLLM formats it: 16 hex digits.
+func (j *job) hexID() string {
+	s := strconv.FormatUint(j.seed, 16)
+	for len(s) < 16 {
+		s = "0" + s
+	}
+	return s
+}
