@@ -1,0 +1,144 @@
+package measure
+
+import (
+	"time"
+
+	"github.com/slogate/slogate/wire"
+)
+
+// Clock tells the time; tests pass a fake one.
+type Clock interface{ Now() time.Time }
+
+// WallClock is the real clock.
+type WallClock struct{}
+
+// Now returns time.Now().
+func (WallClock) Now() time.Time { return time.Now() }
+
+// Options configure a Recorder.
+type Options struct {
+	Clock    Clock               // default WallClock
+	KeepGaps bool                // keep every gap in Result.Gaps (the prober does; the proxy need not)
+	OnGap    func(time.Duration) // called with each gap as it is measured, if set
+}
+
+// Recorder measures one request. Create it when the request is dispatched to the engine,
+// feed it the response, then call Finish once. It decodes what it is fed and never
+// modifies or retains it. Not safe for concurrent use.
+type Recorder struct {
+	opts  Options
+	res   Result
+	last  time.Time // time of the last output chunk
+	usage *wire.Usage
+}
+
+// NewRecorder starts measuring a request sent to route; the clock's current time is
+// the dispatch time.
+func NewRecorder(route wire.Route, stream bool, opts Options) *Recorder {
+	if opts.Clock == nil {
+		opts.Clock = WallClock{}
+	}
+	r := &Recorder{opts: opts}
+	r.res.Route, r.res.Stream = route, stream
+	r.res.Start = opts.Clock.Now()
+	return r
+}
+
+// Event records one server-sent event of a streaming response. Comments are ignored;
+// [DONE] marks the stream as ended; data that is not a chunk is ignored (the proxy
+// forwards it regardless).
+func (r *Recorder) Event(ev wire.Event) {
+	if ev.Comment {
+		return
+	}
+	if ev.IsDone() {
+		r.Done()
+		return
+	}
+	c, err := wire.DecodeChunk(ev.Data)
+	if err != nil {
+		return
+	}
+	r.Chunk(&c)
+}
+
+// Done records the stream's end marker, [DONE].
+func (r *Recorder) Done() { r.res.Ended = true }
+
+// Chunk records one decoded stream chunk, arriving now. Callers that decode chunks
+// themselves use it instead of Event.
+func (r *Recorder) Chunk(c *wire.Chunk) { r.chunk(c, r.opts.Clock.Now()) }
+
+// Body records the complete body of a non-streaming response. A non-streaming answer
+// arrives at once, so it has tokens and an E2E time but no TTFT or TPOT.
+func (r *Recorder) Body(body []byte) {
+	c, err := wire.DecodeResponse(body)
+	if err != nil || c.Error != nil {
+		return
+	}
+	r.res.Ended = true
+	r.summary(&c)
+	if c.OutputBytes() > 0 {
+		r.res.OutputChunks = 1
+	}
+}
+
+// summary keeps the usage and finish reason a chunk or response carries.
+func (r *Recorder) summary(c *wire.Chunk) {
+	if c.Usage != nil {
+		r.usage = c.Usage
+	}
+	if reason, ok := c.Finished(); ok {
+		r.res.FinishReason = reason
+	}
+}
+
+func (r *Recorder) chunk(c *wire.Chunk, now time.Time) {
+	r.summary(c)
+	if c.OutputBytes() == 0 {
+		return
+	}
+	if r.res.OutputChunks == 0 {
+		r.res.TTFT = now.Sub(r.res.Start)
+	} else {
+		gap := now.Sub(r.last)
+		r.res.MaxGap = max(r.res.MaxGap, gap)
+		if r.opts.KeepGaps {
+			r.res.Gaps = append(r.res.Gaps, gap)
+		}
+		if r.opts.OnGap != nil {
+			r.opts.OnGap(gap)
+		}
+	}
+	r.res.OutputChunks++
+	r.last = now
+}
+
+// Outputs reports how many output chunks have arrived so far, for callers that track
+// live streams.
+func (r *Recorder) Outputs() int { return r.res.OutputChunks }
+
+// Finish ends the measurement at the clock's current time with the status the client
+// got and how the request ended, and returns the Result. A stream that began but did
+// not end properly is reported as AbortedMidstream when the caller saw no other failure.
+func (r *Recorder) Finish(status int, outcome Outcome) Result {
+	res := r.res
+	res.Status, res.Outcome = status, outcome
+	res.E2E = r.opts.Clock.Now().Sub(res.Start)
+	if outcome == OK && res.Stream && res.OutputChunks > 0 && !res.Ended {
+		res.Outcome = AbortedMidstream
+	}
+	switch {
+	case r.usage != nil:
+		res.InputTokens, res.OutputTokens, res.Tokens = r.usage.PromptTokens, r.usage.CompletionTokens, TokensUsage
+		if d := r.usage.PromptTokensDetails; d != nil {
+			res.CachedTokens = d.CachedTokens
+		}
+	case res.OutputChunks > 0:
+		res.OutputTokens, res.Tokens = res.OutputChunks, TokensChunks
+	}
+	if res.Stream && res.OutputTokens > 1 && res.OutputChunks > 0 {
+		res.TPOT = (res.E2E - res.TTFT) / time.Duration(res.OutputTokens-1)
+	}
+	return res
+}
