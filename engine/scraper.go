@@ -1,0 +1,222 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Clock tells the time; tests pass a fake one.
+type Clock interface{ Now() time.Time }
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// maxExposition bounds the metrics body read from the engine.
+const maxExposition = 16 << 20
+
+// ErrNotScraped is the error of the snapshot a Scraper holds before its first scrape.
+var ErrNotScraped = errors.New("engine: not scraped yet")
+
+// ErrTooLarge reports a metrics body above the size limit. Such a body is rejected, not
+// read in part: a prefix that ends at a line boundary would parse as a valid but
+// incomplete exposition.
+var ErrTooLarge = errors.New("engine: metrics exposition too large")
+
+// ErrStatus reports an engine endpoint answering with a status other than 200 OK.
+var ErrStatus = errors.New("engine: unexpected HTTP status")
+
+// modelsEvery is how often the served models are read again once known.
+const modelsEvery = time.Minute
+
+// Scraper reads the engine's /metrics (and /v1/models) and keeps the latest Snapshot.
+// Latest is safe for concurrent use; Scrape and Run must not run concurrently with each
+// other.
+type Scraper struct {
+	base     string
+	client   *http.Client
+	kind     Kind
+	interval time.Duration
+	clock    Clock
+
+	maxBody int64 // limit of the metrics body; maxExposition but in tests
+
+	latest atomic.Pointer[Snapshot]
+
+	mu       sync.Mutex // guards the fields below (held by Scrape only)
+	prev     *reading
+	models   []string
+	modelsAt time.Time
+}
+
+// ScraperConfig configures a Scraper.
+type ScraperConfig struct {
+	BaseURL  string        // the engine's base URL, e.g. http://127.0.0.1:8000
+	Kind     Kind          // KindAuto detects the engine from its metric names
+	Interval time.Duration // time between scrapes in Run; default 1s
+	Timeout  time.Duration // per request; default the interval
+	Client   *http.Client  // default: a client with Timeout
+	Clock    Clock         // default: the wall clock
+}
+
+// NewScraper returns a Scraper for cfg. Until the first scrape, Latest reports the engine
+// down with every measurement unknown.
+func NewScraper(cfg ScraperConfig) *Scraper {
+	if cfg.Interval <= 0 {
+		cfg.Interval = time.Second
+	}
+	if cfg.Timeout <= 0 {
+		cfg.Timeout = cfg.Interval
+	}
+	if cfg.Client == nil {
+		cfg.Client = &http.Client{Timeout: cfg.Timeout}
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = wallClock{}
+	}
+	s := &Scraper{
+		base: strings.TrimRight(cfg.BaseURL, "/"), client: cfg.Client, kind: cfg.Kind,
+		interval: cfg.Interval, clock: cfg.Clock, maxBody: maxExposition,
+	}
+	first := NewSnapshot()
+	first.Kind = cfg.Kind
+	first.Err = ErrNotScraped
+	s.latest.Store(&first)
+	return s
+}
+
+// Latest returns the most recent snapshot. Its At field says how fresh it is: a failed
+// scrape keeps the last good measurements and marks the snapshot down.
+func (s *Scraper) Latest() Snapshot { return *s.latest.Load() }
+
+// Run scrapes every interval until ctx is done, then returns nil.
+func (s *Scraper) Run(ctx context.Context) error {
+	t := time.NewTicker(s.interval)
+	defer t.Stop()
+	for {
+		s.Scrape(ctx)
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// Scrape reads the engine once, stores and returns the new snapshot.
+func (s *Scraper) Scrape(ctx context.Context) Snapshot {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	rd, err := s.readMetrics(ctx)
+	if err != nil {
+		down := s.Latest()
+		down.Up, down.Err = false, err
+		s.latest.Store(&down)
+		return down
+	}
+	snap := rd.snapshot(s.prev)
+	s.prev = &rd
+	snap.Up, snap.At = true, s.clock.Now()
+	snap.Models = s.servedModels(ctx)
+	s.latest.Store(&snap)
+	return snap
+}
+
+func (s *Scraper) readMetrics(ctx context.Context) (reading, error) {
+	resp, err := s.get(ctx, "/metrics", "text/plain;version=0.0.4")
+	if err != nil {
+		return reading{}, err
+	}
+	defer resp.Body.Close()
+	fams, err := parseExposition(&limitedReader{r: resp.Body, n: s.maxBody})
+	if errors.Is(err, ErrTooLarge) {
+		return reading{}, fmt.Errorf("%w: the body exceeds %d bytes and was not parsed", ErrTooLarge, s.maxBody)
+	}
+	if err != nil {
+		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
+			// We ask for text 0.0.4; say what the engine sent instead.
+			return reading{}, fmt.Errorf("%w (Content-Type %q)", err, ct)
+		}
+		return reading{}, err
+	}
+	return read(fams, s.kind)
+}
+
+// limitedReader reads at most n bytes from r and then fails with ErrTooLarge if r holds
+// more, unlike io.LimitReader, which ends a longer body silently.
+type limitedReader struct {
+	r io.Reader
+	n int64
+}
+
+func (l *limitedReader) Read(p []byte) (int, error) {
+	if l.n <= 0 {
+		var probe [1]byte
+		n, err := l.r.Read(probe[:])
+		if n > 0 {
+			return 0, ErrTooLarge
+		}
+		return 0, err
+	}
+	if int64(len(p)) > l.n {
+		p = p[:l.n]
+	}
+	n, err := l.r.Read(p)
+	l.n -= int64(n)
+	return n, err
+}
+
+// servedModels returns the served model names, reading /v1/models when they are not
+// known yet or are older than modelsEvery. A failed read keeps the names known before.
+func (s *Scraper) servedModels(ctx context.Context) []string {
+	now := s.clock.Now()
+	if s.models != nil && now.Sub(s.modelsAt) < modelsEvery {
+		return s.models
+	}
+	resp, err := s.get(ctx, "/v1/models", "application/json")
+	if err != nil {
+		return s.models
+	}
+	defer resp.Body.Close()
+	var list struct {
+		Data []struct {
+			ID string `json:"id"`
+		} `json:"data"`
+	}
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&list); err != nil {
+		return s.models
+	}
+	models := make([]string, 0, len(list.Data))
+	for _, m := range list.Data {
+		models = append(models, m.ID)
+	}
+	s.models, s.modelsAt = models, now
+	return models
+}
+
+// get sends a GET for path and returns the response if it is 200 OK; the caller closes
+// its body.
+func (s *Scraper) get(ctx context.Context, path, accept string) (*http.Response, error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
+	if err != nil {
+		return nil, err
+	}
+	req.Header.Set("Accept", accept)
+	resp, err := s.client.Do(req)
+	if err != nil {
+		return nil, fmt.Errorf("engine: GET %s: %w", path, err)
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w: GET %s: %s", ErrStatus, path, resp.Status)
+	}
+	return resp, nil
+}
