@@ -1,0 +1,22 @@
+package exporter
+
+import "github.com/prometheus/client_golang/prometheus"
+
+// inFlightCollector reads the requests in flight once per scrape and exports both
+// gauges from that one reading, so they are consistent with each other.
+type inFlightCollector struct{ src InFlightSource }
+
+var _ prometheus.Collector = inFlightCollector{}
+
+// Describe sends the descriptors of both in-flight gauges.
+func (c inFlightCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- inFlightRequestsDesc
+	ch <- inFlightKVTokensDesc
+}
+
+// Collect reads the source once and sends both gauges.
+func (c inFlightCollector) Collect(ch chan<- prometheus.Metric) {
+	n, kv := c.src.InFlight()
+	ch <- prometheus.MustNewConstMetric(inFlightRequestsDesc, prometheus.GaugeValue, float64(n))
+	ch <- prometheus.MustNewConstMetric(inFlightKVTokensDesc, prometheus.GaugeValue, float64(kv))
+}

@@ -1,0 +1,65 @@
+package exporter
+
+import (
+	"time"
+
+	"github.com/slogate/slogate/measure"
+	"github.com/slogate/slogate/wire"
+)
+
+// Metrics has the method set of proxy.Observer, which exporter may not import.
+var _ interface {
+	Observe(req wire.Request, res measure.Result)
+} = (*Metrics)(nil)
+
+// Observe records one finished request. It is called once per request, after its
+// response ended, on the request's goroutine; it is safe for concurrent use, never
+// blocks on I/O, and once a model's series exist it allocates nothing.
+//
+// What it records:
+//   - slogate_requests_total, always;
+//   - time to first token, for streams that ended OK with output;
+//   - time per output token, for streams that ended OK with at least two output tokens
+//     (res.TPOT > 0);
+//   - end-to-end duration, for requests that ended OK, streaming or not;
+//   - every gap in res.Gaps, whatever the outcome (callers that keep gaps; a caller that
+//     feeds GapObserver instead must not also keep them, or gaps count twice);
+//   - prompt and output tokens, whatever the outcome, when the result has them.
+func (m *Metrics) Observe(req wire.Request, res measure.Result) {
+	s := m.models.lookup(req.Model)
+	s.request(&res).Inc()
+	if res.Outcome == measure.OK {
+		if res.Stream && res.OutputChunks > 0 {
+			s.ttft.Observe(seconds(res.TTFT))
+		}
+		if res.Stream && res.TPOT > 0 {
+			s.tpot.Observe(seconds(res.TPOT))
+		}
+		s.e2e.Observe(seconds(res.E2E))
+	}
+	for _, g := range res.Gaps {
+		s.gap.Observe(seconds(g))
+	}
+	if res.InputTokens > 0 {
+		s.prompt.Add(float64(res.InputTokens))
+	}
+	if res.OutputTokens > 0 && res.Tokens != measure.TokensNone {
+		s.generatedBy(res.Tokens).Add(float64(res.OutputTokens))
+	}
+}
+
+// GapObserver returns a function that records one inter-token gap of req in
+// slogate_inter_token_gap_seconds, for measure.Options.OnGap, so gaps are recorded as
+// they happen without the recorder keeping them. The model is resolved once, when
+// GapObserver is called; the function returned is safe for concurrent use and
+// allocates nothing. GapObserver itself allocates nothing either.
+func (m *Metrics) GapObserver(req wire.Request) func(time.Duration) {
+	return m.models.lookup(req.Model).observeGap
+}
+
+// Model returns the model label value a request's model name is recorded under: the
+// name itself if the engine serves it, the only served model for an empty name when
+// exactly one is served, else OtherModel. Safe for concurrent use.
+func (m *Metrics) Model(name string) string {
+	return m.models.lookup(name).name
+}

@@ -1,0 +1,100 @@
+package exporter
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/url"
+	"sync"
+	"time"
+
+	vm "github.com/VictoriaMetrics/metrics"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+)
+
+// ErrInvalidPush reports Push arguments it cannot use.
+var ErrInvalidPush = errors.New("exporter: invalid push configuration")
+
+// Push sends every metric g gathers to pushURL every interval, until ctx is done; then
+// it waits for the push worker to stop and returns nil. It returns at once with an
+// error wrapping ErrInvalidPush when pushURL is not an http(s) URL with a host, interval
+// is not positive, or extraLabels is malformed. Errors never contain the URL's password.
+//
+// Each push is an HTTP POST of the Prometheus text format (gzip-compressed, as
+// github.com/VictoriaMetrics/metrics sends it), which VictoriaMetrics'
+// /api/v1/import/prometheus and vmagent accept. The first push happens one interval
+// after the call; nothing is pushed when ctx ends. extraLabels is a comma-separated list
+// of label="value" pairs added to every sample, e.g. `pod="a",namespace="b"`; they must
+// not clash with the metrics' own labels. A push that fails is logged and retried at
+// the next interval; a family that fails to encode is logged and left out. A nil logger
+// discards.
+func Push(ctx context.Context, pushURL string, interval time.Duration, g prometheus.Gatherer, extraLabels string, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := checkPushURL(pushURL); err != nil {
+		return err
+	}
+	if g == nil {
+		return fmt.Errorf("%w: nil gatherer", ErrInvalidPush)
+	}
+	if interval <= 0 {
+		return fmt.Errorf("%w: interval %v is not positive", ErrInvalidPush, interval)
+	}
+	var wg sync.WaitGroup
+	opts := &vm.PushOptions{
+		ExtraLabels: extraLabels,
+		Method:      http.MethodPost,
+		WaitGroup:   &wg,
+		LogErr: func(format string, args ...any) {
+			logger.Warn("pushing metrics failed", "err", fmt.Sprintf(format, args...))
+		},
+	}
+	write := func(w io.Writer) { writeText(w, g, logger) }
+	if err := vm.InitPushExtWithOptions(ctx, pushURL, interval, write, opts); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidPush, err)
+	}
+	<-ctx.Done()
+	wg.Wait()
+	return nil
+}
+
+// checkPushURL validates the URL before the push library sees it, so that errors can
+// show it redacted.
+func checkPushURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return fmt.Errorf("%w: the push URL does not parse", ErrInvalidPush)
+	}
+	if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return fmt.Errorf("%w: push URL %s: want an http or https URL with a host", ErrInvalidPush, u.Redacted())
+	}
+	return nil
+}
+
+// writeText writes the families g gathers to w in the Prometheus text format. Each
+// family is encoded on its own first, so a family that fails to encode leaves no
+// partial line behind; a gathering error still writes what was gathered.
+func writeText(w io.Writer, g prometheus.Gatherer, logger *slog.Logger) {
+	fams, err := g.Gather()
+	if err != nil {
+		logger.Warn("gathering metrics to push", "err", err)
+	}
+	var buf bytes.Buffer
+	enc := expfmt.NewEncoder(&buf, expfmt.NewFormat(expfmt.TypeTextPlain))
+	for _, mf := range fams {
+		buf.Reset()
+		if err := enc.Encode(mf); err != nil {
+			logger.Warn("encoding metrics to push", "metric", mf.GetName(), "err", err)
+			continue
+		}
+		if _, err := w.Write(buf.Bytes()); err != nil {
+			return
+		}
+	}
+}
