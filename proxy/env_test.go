@@ -1,0 +1,407 @@
+package proxy_test
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/measure"
+	"github.com/slogate/slogate/proxy"
+	"github.com/slogate/slogate/wire"
+)
+
+// The shared setup of the proxy tests: a simulated engine (or a plain httptest upstream)
+// served over HTTP, slogate in front of it on its own httptest server, and an Observer
+// that keeps every result the proxy reports.
+
+const simModel = "sim-tiny"
+
+// observed is one call of Observe.
+type observed struct {
+	req wire.Request
+	res measure.Result
+}
+
+// observer keeps what the proxy reports: every result, or the last keep results when
+// keep > 0. Safe for concurrent use.
+type observer struct {
+	keep int
+	mu   sync.Mutex
+	got  []observed
+	n    int // results observed in all
+}
+
+var _ proxy.Observer = (*observer)(nil)
+
+func (o *observer) Observe(req wire.Request, res measure.Result) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.keep > 0 && len(o.got) == o.keep {
+		o.got = append(o.got[:0], o.got[1:]...)
+	}
+	o.got = append(o.got, observed{req: req, res: res})
+	o.n++
+}
+
+func (o *observer) all() []observed {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return append([]observed(nil), o.got...)
+}
+
+func (o *observer) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return o.n
+}
+
+// wait waits until n results have been observed and returns them, failing the test when
+// there are more. The proxy reports a request after its response ended, which a client
+// reading a body with a Content-Length may see first, hence the poll.
+func (o *observer) wait(t testing.TB, n int) []observed {
+	t.Helper()
+	o.last(t, n)
+	return o.all()
+}
+
+// last waits until n results have been observed and returns the last, failing the test
+// when there are more.
+func (o *observer) last(t testing.TB, n int) observed {
+	t.Helper()
+	eventually(t, fmt.Sprintf("%d observed requests", n), func() (bool, string) {
+		c := o.count()
+		return c >= n, fmt.Sprintf("%d observed", c)
+	})
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.n != n {
+		t.Fatalf("observed %d requests, want %d: %+v", o.n, n, o.got)
+	}
+	return o.got[len(o.got)-1]
+}
+
+// sim is one simulated engine served over HTTP for the duration of a test.
+type sim struct {
+	srv *enginesim.Server
+	hs  *httptest.Server
+}
+
+// tinyProfile returns the simulator's tiny profile, changed by edit when it is not nil.
+func tinyProfile(t testing.TB, edit func(*enginesim.Profile)) enginesim.Profile {
+	t.Helper()
+	p, err := enginesim.LookupProfile("tiny")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(&p)
+	}
+	return p
+}
+
+// startSim starts a simulator for cfg (the tiny profile when cfg has none) and stops it
+// when the test ends: the HTTP server first (it waits for the handlers), then the engine.
+func startSim(t testing.TB, cfg enginesim.Config) *sim {
+	t.Helper()
+	if cfg.Profile.Name == "" {
+		cfg.Profile = tinyProfile(t, nil)
+	}
+	srv, err := enginesim.NewServer(cfg)
+	if err != nil {
+		t.Fatalf("NewServer: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	ran := make(chan error, 1)
+	go func() { ran <- srv.Run(ctx) }()
+	hs := httptest.NewServer(srv.Handler())
+	t.Cleanup(func() {
+		hs.Close()
+		cancel()
+		if err := <-ran; err != nil {
+			t.Errorf("simulator Run returned %v, want nil", err)
+		}
+	})
+	return &sim{srv: srv, hs: hs}
+}
+
+// aborted returns how many requests the simulator has aborted so far.
+func (s *sim) aborted() int64 { return s.srv.Stats().FinishedByReason["abort"] }
+
+// front is slogate in front of an upstream, with an observer.
+type front struct {
+	p   *proxy.Proxy
+	hs  *httptest.Server
+	obs *observer
+}
+
+// startProxy serves a proxy for upstream (a base URL) configured by cfg, with an observer
+// added, until the test ends. Start the upstream first, so that the proxy's server (which
+// waits for its handlers) closes before the upstream does.
+func startProxy(t testing.TB, upstream string, cfg proxy.Config) *front {
+	t.Helper()
+	return startProxyKeeping(t, upstream, cfg, 0)
+}
+
+// startProxyKeeping is startProxy with an observer that keeps only the last keep results
+// (all when keep is 0).
+func startProxyKeeping(t testing.TB, upstream string, cfg proxy.Config, keep int) *front {
+	t.Helper()
+	u, err := url.Parse(upstream)
+	if err != nil {
+		t.Fatal(err)
+	}
+	obs := &observer{keep: keep}
+	cfg.Upstream = u
+	cfg.Observers = append(cfg.Observers, obs)
+	p := proxy.New(cfg)
+	hs := httptest.NewServer(p)
+	t.Cleanup(hs.Close)
+	return &front{p: p, hs: hs, obs: obs}
+}
+
+// startEnv starts a simulator for simCfg and a proxy with InjectUsage in front of it.
+func startEnv(t testing.TB, simCfg enginesim.Config) (*sim, *front) {
+	t.Helper()
+	s := startSim(t, simCfg)
+	return s, startProxy(t, s.hs.URL, proxy.Config{InjectUsage: true})
+}
+
+// do sends a request (with a JSON body unless body is "") and returns the status, the
+// headers and the whole response body.
+func do(t testing.TB, client *http.Client, method, target, body string, header http.Header) (int, http.Header, []byte) {
+	t.Helper()
+	resp := send(context.Background(), t, client, method, target, body, header)
+	defer resp.Body.Close()
+	data, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("%s %s: reading body: %v", method, target, err)
+	}
+	return resp.StatusCode, resp.Header, data
+}
+
+// send sends a request and returns the response, whose body the caller closes.
+func send(ctx context.Context, t testing.TB, client *http.Client, method, target, body string, header http.Header) *http.Response {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, target, r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, target, err)
+	}
+	return resp
+}
+
+// fault is a header that sets simulator faults for one request.
+func fault(directives string) http.Header {
+	return http.Header{enginesim.FaultHeader: {directives}}
+}
+
+// sseRead is an event stream as a client read it with wire.SSEReader.
+type sseRead struct {
+	chunks []wire.Chunk // decoded data events (others are skipped)
+	done   bool         // data: [DONE] arrived
+	err    error        // what ended reading; nil for a clean end of the body
+}
+
+// outputs returns the number of chunks that carried output.
+func (s sseRead) outputs() int {
+	n := 0
+	for i := range s.chunks {
+		if s.chunks[i].OutputBytes() > 0 {
+			n++
+		}
+	}
+	return n
+}
+
+// readSSE reads events from r until it ends or stop returns true after a chunk.
+func readSSE(r io.Reader, stop func(sseRead) bool) sseRead {
+	var out sseRead
+	sr := wire.NewSSEReader(r, 4<<20)
+	for {
+		ev, err := sr.Next()
+		if err != nil {
+			if err != io.EOF {
+				out.err = err
+			}
+			return out
+		}
+		switch {
+		case ev.Comment:
+			continue
+		case ev.IsDone():
+			out.done = true
+			continue
+		}
+		c, err := wire.DecodeChunk(ev.Data)
+		if err != nil {
+			continue
+		}
+		out.chunks = append(out.chunks, c)
+		if stop != nil && stop(out) {
+			return out
+		}
+	}
+}
+
+// eventually polls cond until it holds, failing the test with what it last reported
+// after a generous deadline. It asserts no timing: only that the condition is reached.
+// The pause between polls grows from 50µs to 5ms, so that a condition that holds a
+// moment later (as an observation after a short answer does) costs the fuzzer little.
+func eventually(t testing.TB, what string, cond func() (bool, string)) {
+	t.Helper()
+	deadline := time.Now().Add(10 * time.Second)
+	for pause := 50 * time.Microsecond; ; pause = min(2*pause, 5*time.Millisecond) {
+		ok, state := cond()
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("%s: not reached within 10s; last state: %s", what, state)
+		}
+		time.Sleep(pause)
+	}
+}
+
+// apiError decodes an OpenAI error body, failing the test if it is not one.
+func apiError(t testing.TB, body []byte) wire.APIError {
+	t.Helper()
+	e, err := wire.DecodeError(body)
+	if err != nil {
+		t.Fatalf("not an OpenAI error body: %v: %s", err, body)
+	}
+	if e.Message == "" {
+		t.Errorf("error without a message: %s", body)
+	}
+	return e
+}
+
+// histogram is the sum and count of one Prometheus histogram.
+type histogram struct {
+	sum   float64
+	count uint64
+}
+
+// scrapeHistograms reads the histograms of a /metrics page.
+func scrapeHistograms(t testing.TB, client *http.Client, target string) map[string]histogram {
+	t.Helper()
+	status, _, body := do(t, client, http.MethodGet, target, "", nil)
+	if status != http.StatusOK {
+		t.Fatalf("GET %s: status %d", target, status)
+	}
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	families, err := parser.TextToMetricFamilies(bytes.NewReader(body))
+	if err != nil {
+		t.Fatalf("parsing %s: %v", target, err)
+	}
+	out := make(map[string]histogram)
+	for name, f := range families {
+		for _, m := range f.GetMetric() {
+			if h := m.GetHistogram(); h != nil {
+				out[name] = histogram{sum: h.GetSampleSum(), count: h.GetSampleCount()}
+			}
+		}
+	}
+	return out
+}
+
+// capture is what a plain upstream saw of one request.
+type capture struct {
+	method, path string
+	header       http.Header
+	length       int64 // the request's ContentLength
+	body         []byte
+}
+
+// upstream is a plain httptest server that records requests and answers them with
+// answer. It keeps the last keepCaptures requests and counts all.
+type upstream struct {
+	hs *httptest.Server
+	mu sync.Mutex
+	rs []capture
+	n  int
+}
+
+const keepCaptures = 16
+
+func startUpstream(t testing.TB, answer http.HandlerFunc) *upstream {
+	t.Helper()
+	u := &upstream{}
+	u.hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, err := io.ReadAll(r.Body)
+		if err != nil {
+			http.Error(w, err.Error(), http.StatusBadRequest)
+			return
+		}
+		u.mu.Lock()
+		if len(u.rs) == keepCaptures {
+			u.rs = append(u.rs[:0], u.rs[1:]...)
+		}
+		u.rs = append(u.rs, capture{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), length: r.ContentLength, body: body})
+		u.n++
+		u.mu.Unlock()
+		r.Body = io.NopCloser(bytes.NewReader(body))
+		answer(w, r)
+	}))
+	t.Cleanup(u.hs.Close)
+	return u
+}
+
+// count returns how many requests the upstream got.
+func (u *upstream) count() int {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return u.n
+}
+
+// requests returns the last requests the upstream got.
+func (u *upstream) requests() []capture {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	return append([]capture(nil), u.rs...)
+}
+
+// replay answers with body as an event stream, flushed in pieces of at most piece bytes
+// (all at once when piece is 0).
+func replay(body []byte, piece int) http.HandlerFunc {
+	return func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		w.WriteHeader(http.StatusOK)
+		rc := http.NewResponseController(w)
+		if piece <= 0 {
+			piece = len(body)
+		}
+		for rest := body; len(rest) > 0; {
+			n := min(piece, len(rest))
+			if _, err := w.Write(rest[:n]); err != nil {
+				return
+			}
+			_ = rc.Flush()
+			rest = rest[n:]
+		}
+	}
+}

@@ -1,0 +1,139 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slogate/slogate/measure"
+	"github.com/slogate/slogate/wire"
+)
+
+// StatusClientClosed is the status slogate records (never sends) for a request whose
+// client went away before its answer ended, as nginx does.
+const StatusClientClosed = 499
+
+type exchangeKey struct{}
+
+// exchange is one inference request on its way through the proxy: what slogate learned
+// of the request, and what happened to it. It belongs to the request's goroutine.
+type exchange struct {
+	r      *http.Request
+	req    wire.Request
+	body   []byte
+	inject bool // slogate added stream_options.include_usage to the request
+	rec    *measure.Recorder
+	clock  measure.Clock
+	onGap  func(time.Duration)
+	live   *liveRequest
+
+	status   int             // the status the client got; 0 until known
+	failure  measure.Outcome // set by the error handler; OK otherwise
+	complete bool            // the response body was read to its end
+	done     bool            // the stream's end marker, [DONE], came through
+	readErr  error           // reading the engine's response failed
+}
+
+// open reads and inspects an inference request. It answers the client itself (400 or
+// 413) and reports false when the request cannot be forwarded.
+func (p *Proxy) open(w http.ResponseWriter, r *http.Request, route wire.Route) (*exchange, bool) {
+	ex := &exchange{r: r, req: wire.Request{Route: route}, clock: p.cfg.Clock}
+	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
+	if err != nil {
+		var tooBig *http.MaxBytesError
+		if errors.As(err, &tooBig) {
+			p.refuse(ex, w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit), nil)
+		} else {
+			p.refuse(ex, w, http.StatusBadRequest, "reading the request body: "+err.Error(), nil)
+		}
+		return nil, false
+	}
+	req, err := wire.Inspect(route, body)
+	if err != nil {
+		var fe *wire.FieldError
+		var param *string
+		if errors.As(err, &fe) && fe.Field != "" {
+			param = &fe.Field
+		}
+		p.refuse(ex, w, http.StatusBadRequest, err.Error(), param)
+		return nil, false
+	}
+	ex.req, ex.body = req, body
+	ex.inject = p.cfg.InjectUsage && req.Stream && !req.IncludeUsage && !req.ContinuousUsage
+	ex.live = p.live.add(promptTokens(req))
+	ex.onGap = p.gapObserver(req)
+	return ex, true
+}
+
+// refuse answers a request slogate will not forward and reports it.
+func (p *Proxy) refuse(ex *exchange, w http.ResponseWriter, status int, msg string, param *string) {
+	wire.WriteError(w, status, wire.APIError{Message: msg, Param: param})
+	ex.status, ex.failure = status, measure.BadRequest
+	p.report(ex)
+}
+
+// rewrite prepares the outgoing request: the body as read (with include_usage added when
+// slogate asks for usage), and no content coding, so the response can be measured.
+func (ex *exchange) rewrite(out *http.Request) {
+	var body io.Reader = bytes.NewReader(ex.body)
+	n := len(ex.body)
+	if ex.inject {
+		body, n = withUsage(ex.body)
+	}
+	out.Body = io.NopCloser(body)
+	out.ContentLength = int64(n)
+	out.Header.Set("Content-Length", strconv.Itoa(n))
+	out.Header.Del("Accept-Encoding")
+	out.GetBody = nil
+	ex.rec = measure.NewRecorder(ex.req.Route, ex.req.Stream, measure.Options{Clock: ex.clock, OnGap: ex.onGap})
+}
+
+// usageOption asks for a usage report at the end of the stream and nothing else: a
+// continuous report would change every chunk the client sees.
+const usageOption = `,"stream_options":{"include_usage":true,"continuous_usage_stats":false}}`
+
+// withUsage returns body, a non-empty JSON object, with usageOption as its last member,
+// and its length, without copying the body; the bytes after the object (whitespace) are
+// kept. The engines' JSON parsers keep the last of duplicate keys, so it overrides any
+// stream_options the client sent.
+func withUsage(body []byte) (io.Reader, int) {
+	end := bytes.LastIndexByte(body, '}')
+	r := io.MultiReader(bytes.NewReader(body[:end]), strings.NewReader(usageOption), bytes.NewReader(body[end+1:]))
+	return r, len(body) - 1 + len(usageOption)
+}
+
+// gapObserver returns the function that hands each gap to the observers that want gaps,
+// or nil when none does.
+func (p *Proxy) gapObserver(req wire.Request) func(time.Duration) {
+	var fns []func(time.Duration)
+	for _, o := range p.cfg.Observers {
+		if g, ok := o.(GapObserver); ok {
+			if f := g.GapObserver(req); f != nil {
+				fns = append(fns, f)
+			}
+		}
+	}
+	switch len(fns) {
+	case 0:
+		return nil
+	case 1:
+		return fns[0]
+	}
+	return func(d time.Duration) {
+		for _, f := range fns {
+			f(d)
+		}
+	}
+}
+
+// promptTokens estimates a request's prompt length: exact for token-id prompts,
+// otherwise four bytes of text per token.
+func promptTokens(req wire.Request) int64 {
+	n := req.Prompt.TokenIDs + (req.Prompt.TextBytes+3)/4
+	return int64(n)
+}

@@ -1,0 +1,141 @@
+// Package proxy is slogate's request path: an HTTP reverse proxy in front of one
+// inference engine that inspects every completions and chat request, forwards it, and
+// measures the response as it streams through, without changing a byte the engine sends
+// (except the usage chunk slogate itself asked for, which it removes again).
+//
+// The proxy knows nothing of Prometheus: it reports each request's measurement to the
+// Observers it is given, and exposes the requests in flight for scraping.
+package proxy
+
+import (
+	"context"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/url"
+	"sync"
+	"time"
+
+	"github.com/slogate/slogate/measure"
+	"github.com/slogate/slogate/wire"
+)
+
+// Observer receives the measurement of every inference request. Observe is called once
+// per request, after its response ended, on the request's goroutine; it must be safe for
+// concurrent use and must not block.
+type Observer interface {
+	Observe(req wire.Request, res measure.Result)
+}
+
+// GapObserver is an Observer that also wants each gap between output chunks as it is
+// measured (for an inter-token histogram). GapObserver is called once per request; the
+// function it returns is called on the request's goroutine and must not block.
+type GapObserver interface {
+	GapObserver(req wire.Request) func(time.Duration)
+}
+
+// Config configures a Proxy.
+type Config struct {
+	Upstream *url.URL // the engine's base URL; required
+
+	// MaxBodyBytes bounds inference request bodies; larger ones get 413. Default 64 MiB.
+	MaxBodyBytes int64
+	// InjectUsage asks the engine for a usage report on streams whose client did not,
+	// and removes it from what the client sees, so output tokens are exact. Without it,
+	// such streams' tokens are counted from chunks.
+	InjectUsage bool
+	// UpstreamTimeout bounds the wait for the engine's response headers; 0 means none.
+	// It becomes 504.
+	UpstreamTimeout time.Duration
+
+	Transport http.RoundTripper // default: a transport tuned for one local upstream
+	Observers []Observer
+	Logger    *slog.Logger  // access log and errors; default discard
+	Clock     measure.Clock // default the wall clock
+}
+
+// Proxy is the client-facing handler. It is safe for concurrent use.
+type Proxy struct {
+	cfg   Config
+	rp    *httputil.ReverseProxy
+	live  liveSet
+	limit int64
+}
+
+// New returns a Proxy for cfg.
+func New(cfg Config) *Proxy {
+	if cfg.MaxBodyBytes <= 0 {
+		cfg.MaxBodyBytes = 64 << 20
+	}
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Clock == nil {
+		cfg.Clock = measure.WallClock{}
+	}
+	if cfg.Transport == nil {
+		cfg.Transport = newTransport(cfg.UpstreamTimeout)
+	}
+	p := &Proxy{cfg: cfg}
+	p.live.init()
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:        p.rewrite,
+		Transport:      cfg.Transport,
+		FlushInterval:  -1,
+		ModifyResponse: p.modifyResponse,
+		ErrorHandler:   p.errorHandler,
+		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+		BufferPool:     bufferPool{},
+	}
+	return p
+}
+
+// newTransport returns a transport for one upstream on the same host: many idle
+// connections, no compression (bytes pass through as the engine sends them), HTTP/1.1.
+func newTransport(headerTimeout time.Duration) *http.Transport {
+	return &http.Transport{
+		Proxy:                 nil,
+		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+		MaxIdleConns:          4096,
+		MaxIdleConnsPerHost:   4096,
+		IdleConnTimeout:       90 * time.Second,
+		ResponseHeaderTimeout: headerTimeout,
+		DisableCompression:    true,
+	}
+}
+
+// ServeHTTP forwards every request to the engine; completions and chat requests are
+// inspected, measured and reported.
+func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	route := wire.RouteOf(r.URL.Path)
+	if route == wire.RouteUnknown || r.Method != http.MethodPost {
+		p.rp.ServeHTTP(w, r)
+		return
+	}
+	ex, ok := p.open(w, r, route)
+	if !ok {
+		return
+	}
+	defer p.close(ex)
+	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+}
+
+// InFlight returns the inference requests in flight and the KV tokens they hold: the
+// prompt plus the output so far, summed over live requests. Safe for concurrent use.
+func (p *Proxy) InFlight() (requests int, kvTokens int64) { return p.live.totals() }
+
+func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
+	pr.SetURL(p.cfg.Upstream)
+	if ex, ok := pr.Out.Context().Value(exchangeKey{}).(*exchange); ok {
+		ex.rewrite(pr.Out)
+	}
+}
+
+// bufferPool recycles the 32 KiB copy buffers of the ReverseProxy.
+type bufferPool struct{}
+
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+
+func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
+func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }

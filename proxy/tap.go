@@ -1,0 +1,215 @@
+package proxy
+
+import (
+	"bytes"
+	"errors"
+	"io"
+	"net/http"
+	"strings"
+
+	"github.com/slogate/slogate/wire"
+)
+
+// maxMeasuredBody bounds the copy of a non-streaming response kept for measurement; a
+// larger answer passes through unmeasured.
+const maxMeasuredBody = 8 << 20
+
+// modifyResponse puts a tap on the body of an inference response, which measures it as
+// the ReverseProxy copies it to the client.
+func (p *Proxy) modifyResponse(resp *http.Response) error {
+	ex, ok := resp.Request.Context().Value(exchangeKey{}).(*exchange)
+	if !ok {
+		return nil
+	}
+	ex.status = resp.StatusCode
+	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
+		if ex.inject && resp.ContentLength >= 0 {
+			// The usage chunk will be removed, so the length the engine sent is wrong.
+			resp.ContentLength = -1
+			resp.Header.Del("Content-Length")
+		}
+		resp.Body = &sseTap{ex: ex, src: resp.Body, parser: wire.NewSSEParser(wire.DefaultMaxEvent)}
+		return nil
+	}
+	resp.Body = &bodyTap{ex: ex, src: resp.Body}
+	return nil
+}
+
+// sseTap passes a server-sent event stream through event by event, feeding each event to
+// the exchange's recorder. It forwards every byte the engine sent, in order, except the
+// usage chunk slogate asked for; an event is passed on once it is complete.
+type sseTap struct {
+	ex          *exchange
+	src         io.ReadCloser
+	parser      *wire.SSEParser
+	passthrough bool // an event exceeded the parser's limit: forward the rest unmeasured
+	buf         [16 << 10]byte
+	out         []byte // bytes ready for the client
+	sent        int    // of out, already returned by Read
+	err         error  // the upstream's terminal error (io.EOF at a clean end)
+	lastCR      bool   // the last byte queued for the client was "\r"
+	skipLF      bool   // a dropped event ended in "\r": drop the "\n" completing it
+	tail        []byte // in passthrough, the last bytes forwarded, to find the end marker
+}
+
+// Read implements io.Reader for the ReverseProxy's copy loop.
+func (t *sseTap) Read(p []byte) (int, error) {
+	for t.sent == len(t.out) {
+		if t.err != nil {
+			return 0, t.err
+		}
+		t.out, t.sent = t.out[:0], 0
+		n, err := t.src.Read(t.buf[:])
+		t.feed(t.buf[:n])
+		if err != nil {
+			t.end(err)
+		}
+	}
+	n := copy(p, t.out[t.sent:])
+	t.sent += n
+	return n, nil
+}
+
+func (t *sseTap) feed(b []byte) {
+	if t.passthrough {
+		t.pass(b)
+		return
+	}
+	if err := t.parser.Feed(b, t.event); errors.Is(err, wire.ErrEventTooLarge) {
+		t.passthrough = true
+		t.pass(t.parser.Pending())
+	}
+}
+
+// forward queues bytes for the client. When the event dropped before them ended in a
+// "\r" at the end of a read, a "\n" completing that line ending is dropped with it.
+func (t *sseTap) forward(b []byte) {
+	if t.skipLF && len(b) > 0 {
+		t.skipLF = false
+		if b[0] == '\n' {
+			b = b[1:]
+		}
+	}
+	if len(b) > 0 {
+		t.lastCR = b[len(b)-1] == '\r'
+	}
+	t.out = append(t.out, b...)
+}
+
+// drop leaves an event out of what the client gets. A line ending split between reads
+// leaves its "\n" at the start of the next event's bytes (see wire.SSEParser): the "\n"
+// completing the "\r" before the event is kept, the one completing its own is dropped.
+func (t *sseTap) drop(raw []byte) {
+	if t.lastCR && len(raw) > 0 && raw[0] == '\n' {
+		t.forward(raw[:1])
+	}
+	t.skipLF = len(raw) > 0 && raw[len(raw)-1] == '\r'
+}
+
+// passTail is how many of the last bytes passed through unparsed are kept to find the
+// end marker in them.
+const passTail = 32
+
+// pass forwards bytes unparsed and notes when they end with the end marker, so that a
+// stream that fell back to passthrough and ends properly is not reported as broken.
+func (t *sseTap) pass(b []byte) {
+	t.forward(b)
+	t.tail = append(t.tail, b[max(len(b)-passTail, 0):]...)
+	t.tail = append(t.tail[:0], t.tail[max(len(t.tail)-passTail, 0):]...)
+	if !t.ex.done && endsWithDone(t.tail) {
+		t.ex.rec.Done()
+		t.ex.done = true
+	}
+}
+
+// endsWithDone reports whether b ends with the line "data: [DONE]" and the blank line
+// that completes its event.
+func endsWithDone(b []byte) bool {
+	body := bytes.TrimRight(b, "\r\n")
+	start := bytes.LastIndexAny(body, "\r\n")
+	if line := string(body[start+1:]); start < 0 || line != "data: [DONE]" && line != "data:[DONE]" {
+		return false
+	}
+	eols := 0
+	for i, rest := 0, b[len(body):]; i < len(rest); i++ {
+		if rest[i] == '\r' && i+1 < len(rest) && rest[i+1] == '\n' {
+			i++
+		}
+		eols++
+	}
+	return eols >= 2
+}
+
+// event measures one event and queues its bytes for the client, unless it is the usage
+// chunk slogate added.
+func (t *sseTap) event(ev wire.Event) error {
+	switch {
+	case ev.Comment:
+	case ev.IsDone():
+		t.ex.rec.Done()
+		t.ex.done = true
+	default:
+		c, err := wire.DecodeChunk(ev.Data)
+		if err != nil {
+			break // not a chunk: forwarded, not measured
+		}
+		t.ex.rec.Chunk(&c)
+		t.ex.live.output(t.ex.rec.Outputs())
+		if t.ex.inject && c.UsageOnly() {
+			t.drop(ev.Raw)
+			return nil
+		}
+	}
+	t.forward(ev.Raw)
+	return nil
+}
+
+// end records how the upstream stream ended and releases what the parser held back, so
+// that nothing the engine sent is lost.
+func (t *sseTap) end(err error) {
+	if !t.passthrough {
+		t.forward(t.parser.Pending())
+	}
+	t.err = err
+	if err == io.EOF {
+		t.ex.complete = true
+	} else {
+		t.ex.readErr = err
+	}
+}
+
+// Close closes the upstream body.
+func (t *sseTap) Close() error { return t.src.Close() }
+
+// bodyTap passes a non-streaming response through and measures it at its end.
+type bodyTap struct {
+	ex   *exchange
+	src  io.ReadCloser
+	copy []byte
+	over bool // the body outgrew maxMeasuredBody
+}
+
+// Read implements io.Reader for the ReverseProxy's copy loop.
+func (t *bodyTap) Read(p []byte) (int, error) {
+	n, err := t.src.Read(p)
+	if !t.over {
+		if len(t.copy)+n > maxMeasuredBody {
+			t.over, t.copy = true, nil
+		} else {
+			t.copy = append(t.copy, p[:n]...)
+		}
+	}
+	switch {
+	case err == io.EOF:
+		t.ex.complete = true
+		if !t.over {
+			t.ex.rec.Body(t.copy)
+		}
+	case err != nil:
+		t.ex.readErr = err
+	}
+	return n, err
+}
+
+// Close closes the upstream body.
+func (t *bodyTap) Close() error { return t.src.Close() }
