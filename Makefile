@@ -8,7 +8,8 @@ FUZZTIME ?= 5s
 # Every fuzz target, as package:Target.
 FUZZ_TARGETS := \
 	./wire:FuzzInspect ./wire:FuzzSSE ./wire:FuzzDecodeChunk \
-	./enginesim:FuzzParseFaults ./enginesim:FuzzTokenize ./enginesim:FuzzTokenizePrompt
+	./enginesim:FuzzParseFaults ./enginesim:FuzzTokenize ./enginesim:FuzzTokenizePrompt \
+	./engine:FuzzRead ./proxy:FuzzProxyRequest
 
 .PHONY: all build test vet unit fuzz bench deps clean
 

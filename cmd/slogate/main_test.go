@@ -25,7 +25,10 @@ func TestDispatch(t *testing.T) {
 		{name: "sim unknown profile", args: []string{"sim", "--profile", "nope"}, code: 1, stderr: []string{`unknown profile "nope"`}},
 		{name: "sim bad faults", args: []string{"sim", "--faults", "explode"}, code: 1, stderr: []string{"bad fault directive"}},
 		{name: "sim bad flavor", args: []string{"sim", "--flavor", "tgi", "--listen", "127.0.0.1:0"}, code: 1, stderr: []string{`unknown flavor "tgi"`}},
-		{name: "demo bad concurrency", args: []string{"demo", "--concurrency", "0"}, code: 1, stderr: []string{"not a positive integer"}},
+		{name: "demo bad streams", args: []string{"demo", "--streams", "0"}, code: 1, stderr: []string{"want at least 1"}},
+		{name: "serve bad upstream", args: []string{"serve", "--upstream", "not a url"}, code: 1, stderr: []string{"want an absolute URL"}},
+		{name: "serve bad engine", args: []string{"serve", "--engine", "tgi"}, code: 1, stderr: []string{`unknown engine "tgi"`}},
+		{name: "serve help lists settings", args: []string{"help", "serve"}, code: 0, stderr: []string{"SLOGATE_UPSTREAM", "SLOGATE_SLO_TTFT", "--admin-listen"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
