@@ -42,6 +42,7 @@ const modelsEvery = time.Minute
 // other.
 type Scraper struct {
 	base     string
+	apiKey   string
 	client   *http.Client
 	kind     Kind
 	interval time.Duration
@@ -64,6 +65,7 @@ type ScraperConfig struct {
 	Interval time.Duration // time between scrapes in Run; default 1s
 	Timeout  time.Duration // per request; default the interval
 	Client   *http.Client  // default: a client with Timeout
+	APIKey   string        // sent as a bearer token, for engines started with --api-key
 	Clock    Clock         // default: the wall clock
 }
 
@@ -83,7 +85,7 @@ func NewScraper(cfg ScraperConfig) *Scraper {
 		cfg.Clock = wallClock{}
 	}
 	s := &Scraper{
-		base: strings.TrimRight(cfg.BaseURL, "/"), client: cfg.Client, kind: cfg.Kind,
+		base: strings.TrimRight(cfg.BaseURL, "/"), apiKey: cfg.APIKey, client: cfg.Client, kind: cfg.Kind,
 		interval: cfg.Interval, clock: cfg.Clock, maxBody: maxExposition,
 	}
 	first := NewSnapshot()
@@ -210,6 +212,9 @@ func (s *Scraper) get(ctx context.Context, path, accept string) (*http.Response,
 		return nil, err
 	}
 	req.Header.Set("Accept", accept)
+	if s.apiKey != "" {
+		req.Header.Set("Authorization", "Bearer "+s.apiKey)
+	}
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("engine: GET %s: %w", path, err)

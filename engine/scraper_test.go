@@ -430,3 +430,37 @@ func TestScrapeBadModels(t *testing.T) {
 		t.Errorf("with a bad base URL: %+v", s)
 	}
 }
+
+// TestScraperSendsAPIKey: an engine started with --api-key answers /v1/models only with
+// the bearer token, and the scraper sends it.
+func TestScraperSendsAPIKey(t *testing.T) {
+	const key = "sk-engine"
+	var mu sync.Mutex
+	var auth []string
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		auth = append(auth, r.Header.Get("Authorization"))
+		mu.Unlock()
+		if r.Header.Get("Authorization") != "Bearer "+key {
+			w.WriteHeader(http.StatusUnauthorized)
+			return
+		}
+		if r.URL.Path == "/v1/models" {
+			_, _ = io.WriteString(w, `{"object":"list","data":[{"id":"m"}]}`)
+			return
+		}
+		_, _ = io.WriteString(w, "vllm:num_requests_running{model_name=\"m\",engine=\"0\"} 1\n")
+	}))
+	defer srv.Close()
+	snap := NewScraper(ScraperConfig{BaseURL: srv.URL, APIKey: key}).Scrape(context.Background())
+	if !snap.Up || len(snap.Models) != 1 || snap.Models[0] != "m" {
+		t.Errorf("with the API key: up=%v models=%v err=%v", snap.Up, snap.Models, snap.Err)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	for _, a := range auth {
+		if a != "Bearer "+key {
+			t.Errorf("a request carried Authorization %q", a)
+		}
+	}
+}
