@@ -7,7 +7,7 @@ GO ?= go
 FUZZTIME ?= 5s
 # Every fuzz target, as package:Target.
 FUZZ_TARGETS := \
-	./wire:FuzzInspect ./wire:FuzzSSE ./wire:FuzzDecodeChunk \
+	./wire:FuzzInspect ./wire:FuzzSSE ./wire:FuzzDecodeChunk ./wire:FuzzScanChunk \
 	./enginesim:FuzzParseFaults ./enginesim:FuzzTokenize ./enginesim:FuzzTokenizePrompt \
 	./engine:FuzzRead ./proxy:FuzzProxyRequest
 
