@@ -26,10 +26,11 @@ type Options struct {
 // feed it the response, then call Finish once. It decodes what it is fed and never
 // modifies or retains it. Not safe for concurrent use.
 type Recorder struct {
-	opts  Options
-	res   Result
-	last  time.Time // time of the last output chunk
-	usage *wire.Usage
+	opts     Options
+	res      Result
+	last     time.Time // time of the last output chunk
+	usage    wire.Usage
+	hasUsage bool
 }
 
 // NewRecorder starts measuring a request sent to route; the clock's current time is
@@ -55,47 +56,47 @@ func (r *Recorder) Event(ev wire.Event) {
 		r.Done()
 		return
 	}
-	c, err := wire.DecodeChunk(ev.Data)
-	if err != nil {
+	c, err := wire.ScanChunk(ev.Data)
+	if err != nil || c.IsError {
 		return
 	}
-	r.Chunk(&c)
+	r.Chunk(c)
 }
 
 // Done records the stream's end marker, [DONE].
 func (r *Recorder) Done() { r.res.Ended = true }
 
-// Chunk records one decoded stream chunk, arriving now. Callers that decode chunks
-// themselves use it instead of Event.
-func (r *Recorder) Chunk(c *wire.Chunk) { r.chunk(c, r.opts.Clock.Now()) }
+// Chunk records one stream chunk, arriving now, as wire.ScanChunk summarised it.
+// Callers that scan chunks themselves use it instead of Event.
+func (r *Recorder) Chunk(c wire.ChunkSummary) { r.chunk(c, r.opts.Clock.Now()) }
 
 // Body records the complete body of a non-streaming response. A non-streaming answer
 // arrives at once, so it has tokens and an E2E time but no TTFT or TPOT.
 func (r *Recorder) Body(body []byte) {
-	c, err := wire.DecodeResponse(body)
-	if err != nil || c.Error != nil {
+	c, err := wire.ScanChunk(body)
+	if err != nil || c.IsError {
 		return
 	}
 	r.res.Ended = true
-	r.summary(&c)
-	if c.OutputBytes() > 0 {
+	r.summary(c)
+	if c.OutputBytes > 0 {
 		r.res.OutputChunks = 1
 	}
 }
 
 // summary keeps the usage and finish reason a chunk or response carries.
-func (r *Recorder) summary(c *wire.Chunk) {
-	if c.Usage != nil {
-		r.usage = c.Usage
+func (r *Recorder) summary(c wire.ChunkSummary) {
+	if c.HasUsage {
+		r.usage, r.hasUsage = c.Usage, true
 	}
-	if reason, ok := c.Finished(); ok {
-		r.res.FinishReason = reason
+	if c.FinishReason != "" {
+		r.res.FinishReason = c.FinishReason
 	}
 }
 
-func (r *Recorder) chunk(c *wire.Chunk, now time.Time) {
+func (r *Recorder) chunk(c wire.ChunkSummary, now time.Time) {
 	r.summary(c)
-	if c.OutputBytes() == 0 {
+	if c.OutputBytes == 0 {
 		return
 	}
 	if r.res.OutputChunks == 0 {
@@ -129,7 +130,7 @@ func (r *Recorder) Finish(status int, outcome Outcome) Result {
 		res.Outcome = AbortedMidstream
 	}
 	switch {
-	case r.usage != nil:
+	case r.hasUsage:
 		res.InputTokens, res.OutputTokens, res.Tokens = r.usage.PromptTokens, r.usage.CompletionTokens, TokensUsage
 		if d := r.usage.PromptTokensDetails; d != nil {
 			res.CachedTokens = d.CachedTokens

@@ -7,7 +7,6 @@ import (
 	"io"
 	"net/http"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/slogate/slogate/measure"
@@ -80,14 +79,13 @@ func (p *Proxy) refuse(ex *exchange, w http.ResponseWriter, status int, msg stri
 // rewrite prepares the outgoing request: the body as read (with include_usage added when
 // slogate asks for usage), and no content coding, so the response can be measured.
 func (ex *exchange) rewrite(out *http.Request) {
-	var body io.Reader = bytes.NewReader(ex.body)
-	n := len(ex.body)
+	body := ex.body
 	if ex.inject {
-		body, n = withUsage(ex.body)
+		body = withUsage(body)
 	}
-	out.Body = io.NopCloser(body)
-	out.ContentLength = int64(n)
-	out.Header.Set("Content-Length", strconv.Itoa(n))
+	out.Body = io.NopCloser(bytes.NewReader(body))
+	out.ContentLength = int64(len(body))
+	out.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	out.Header.Del("Accept-Encoding")
 	out.GetBody = nil
 	ex.rec = measure.NewRecorder(ex.req.Route, ex.req.Stream, measure.Options{Clock: ex.clock, OnGap: ex.onGap})
@@ -97,14 +95,17 @@ func (ex *exchange) rewrite(out *http.Request) {
 // continuous report would change every chunk the client sees.
 const usageOption = `,"stream_options":{"include_usage":true,"continuous_usage_stats":false}}`
 
-// withUsage returns body, a non-empty JSON object, with usageOption as its last member,
-// and its length, without copying the body; the bytes after the object (whitespace) are
-// kept. The engines' JSON parsers keep the last of duplicate keys, so it overrides any
-// stream_options the client sent.
-func withUsage(body []byte) (io.Reader, int) {
+// withUsage returns body, a non-empty JSON object, with usageOption as its last member;
+// the bytes after the object (whitespace) are kept. The engines' JSON parsers keep the
+// last of duplicate keys, so it overrides any stream_options the client sent. One copy
+// of the body costs less than the 32 KiB buffer the transport would allocate to send a
+// multi-part reader.
+func withUsage(body []byte) []byte {
 	end := bytes.LastIndexByte(body, '}')
-	r := io.MultiReader(bytes.NewReader(body[:end]), strings.NewReader(usageOption), bytes.NewReader(body[end+1:]))
-	return r, len(body) - 1 + len(usageOption)
+	out := make([]byte, 0, len(body)+len(usageOption)-1)
+	out = append(out, body[:end]...)
+	out = append(out, usageOption...)
+	return append(out, body[end+1:]...)
 }
 
 // gapObserver returns the function that hands each gap to the observers that want gaps,

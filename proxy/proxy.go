@@ -132,10 +132,11 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	}
 }
 
-// bufferPool recycles the 32 KiB copy buffers of the ReverseProxy.
+// bufferPool recycles the copy buffers of the ReverseProxy. A stream holds its buffer for
+// as long as it lasts, and its events are small, so 8 KiB rather than the default 32.
 type bufferPool struct{}
 
-var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 32<<10); return &b }}
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 8<<10); return &b }}
 
 func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
 func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strings"
+	"sync"
 
 	"github.com/slogate/slogate/wire"
 )
@@ -43,7 +44,7 @@ type sseTap struct {
 	src         io.ReadCloser
 	parser      *wire.SSEParser
 	passthrough bool // an event exceeded the parser's limit: forward the rest unmeasured
-	buf         [16 << 10]byte
+	bufs        *tapBuffers
 	out         []byte // bytes ready for the client
 	sent        int    // of out, already returned by Read
 	err         error  // the upstream's terminal error (io.EOF at a clean end)
@@ -58,9 +59,13 @@ func (t *sseTap) Read(p []byte) (int, error) {
 		if t.err != nil {
 			return 0, t.err
 		}
+		if t.bufs == nil {
+			t.bufs = tapPool.Get().(*tapBuffers)
+			t.out = t.bufs.out[:0]
+		}
 		t.out, t.sent = t.out[:0], 0
-		n, err := t.src.Read(t.buf[:])
-		t.feed(t.buf[:n])
+		n, err := t.src.Read(t.bufs.read[:])
+		t.feed(t.bufs.read[:n])
 		if err != nil {
 			t.end(err)
 		}
@@ -149,11 +154,11 @@ func (t *sseTap) event(ev wire.Event) error {
 		t.ex.rec.Done()
 		t.ex.done = true
 	default:
-		c, err := wire.DecodeChunk(ev.Data)
-		if err != nil {
+		c, err := wire.ScanChunk(ev.Data)
+		if err != nil || c.IsError {
 			break // not a chunk: forwarded, not measured
 		}
-		t.ex.rec.Chunk(&c)
+		t.ex.rec.Chunk(c)
 		t.ex.live.output(t.ex.rec.Outputs())
 		if t.ex.inject && c.UsageOnly() {
 			t.drop(ev.Raw)
@@ -178,8 +183,24 @@ func (t *sseTap) end(err error) {
 	}
 }
 
-// Close closes the upstream body.
-func (t *sseTap) Close() error { return t.src.Close() }
+// Close closes the upstream body and returns the tap's buffers to the pool.
+func (t *sseTap) Close() error {
+	if t.bufs != nil {
+		t.bufs.out = t.out[:0]
+		tapPool.Put(t.bufs)
+		t.bufs, t.out = nil, nil
+	}
+	return t.src.Close()
+}
+
+// tapBuffers are the read buffer and output queue of one sseTap, recycled across
+// requests so that a stream costs no buffer allocation.
+type tapBuffers struct {
+	read [8 << 10]byte
+	out  []byte
+}
+
+var tapPool = sync.Pool{New: func() any { return &tapBuffers{out: make([]byte, 0, 8<<10)} }}
 
 // bodyTap passes a non-streaming response through and measures it at its end.
 type bodyTap struct {
