@@ -1,0 +1,197 @@
+package proxy_test
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slogate/slogate/exporter"
+	"github.com/slogate/slogate/proxy"
+	"github.com/slogate/slogate/wire"
+)
+
+// BenchmarkProxyStream measures what the proxy costs per streamed token. C clients each
+// stream one completion of benchTokens tokens per op from an in-process upstream, either
+// directly or through a Proxy wired as `slogate serve` wires it (usage injection on, the
+// exporter as observer). The upstream sends a token only after the client received the
+// previous one, so every chunk travels the path alone (one upstream read, one parse and
+// decode, one write and flush), as chunks paced by an engine do; nothing is batched.
+//
+// Reported per streamed token: wall ns (with -cpu 1, the CPU cost of the whole
+// in-process system: upstream, proxy and clients), allocations and bytes. The proxy's
+// own cost is the proxied figure minus the direct one of the same run.
+//
+//	go test -run '^$' -bench BenchmarkProxyStream -cpu 1 -count 5 ./proxy
+func BenchmarkProxyStream(b *testing.B) {
+	for _, c := range []int{1, 64, 512} {
+		for _, via := range []string{"direct", "proxied"} {
+			b.Run(fmt.Sprintf("streams=%d/%s", c, via), func(b *testing.B) {
+				benchStreams(b, c, via == "proxied")
+			})
+		}
+	}
+}
+
+// benchTokens is the output length of every benchmark request.
+const benchTokens = 64
+
+func benchStreams(b *testing.B, c int, proxied bool) {
+	up := newLockstepUpstream()
+	upSrv := httptest.NewServer(up)
+	defer upSrv.Close()
+	target := upSrv.URL
+	if proxied {
+		u, err := url.Parse(upSrv.URL)
+		if err != nil {
+			b.Fatal(err)
+		}
+		tr := &http.Transport{MaxIdleConnsPerHost: 1024, DisableCompression: true}
+		defer tr.CloseIdleConnections()
+		reg := prometheus.NewRegistry()
+		metrics := exporter.New(reg, exporter.Options{TTFT: 2 * time.Second, TPOT: 100 * time.Millisecond,
+			ServedModels: func() []string { return []string{"bench"} }})
+		p := proxy.New(proxy.Config{Upstream: u, InjectUsage: true, Transport: tr, Observers: []proxy.Observer{metrics}})
+		pSrv := httptest.NewServer(p)
+		defer pSrv.Close()
+		target = pSrv.URL
+	}
+	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, DisableCompression: true}}
+	defer client.CloseIdleConnections()
+	body := fmt.Sprintf(`{"model":"bench","prompt":"benchmark the proxy","max_tokens":%d,"stream":true}`, benchTokens)
+
+	round := func() {
+		var wg sync.WaitGroup
+		for i := range c {
+			wg.Go(func() {
+				if err := up.stream(client, target+"/v1/completions", body, strconv.Itoa(i)); err != nil {
+					b.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+	}
+	round() // open the connections
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	rounds := 0
+	for b.Loop() {
+		round()
+		rounds++
+	}
+	runtime.ReadMemStats(&after)
+	tokens := float64(rounds) * float64(c) * benchTokens
+	b.ReportMetric(float64(b.Elapsed().Nanoseconds())/tokens, "ns/token")
+	b.ReportMetric(float64(after.Mallocs-before.Mallocs)/tokens, "allocs/token")
+	b.ReportMetric(float64(after.TotalAlloc-before.TotalAlloc)/tokens, "B/token")
+}
+
+// lockstepUpstream is a completions endpoint that streams max_tokens vLLM-shaped chunks,
+// each once the client has received the one before (the client signals on its stream's
+// channel, named by the X-Bench-Stream header), then the usage chunk if asked and [DONE].
+type lockstepUpstream struct {
+	mu    sync.Mutex
+	turns map[string]chan struct{}
+}
+
+func newLockstepUpstream() *lockstepUpstream {
+	return &lockstepUpstream{turns: make(map[string]chan struct{})}
+}
+
+func (u *lockstepUpstream) turn(id string) chan struct{} {
+	u.mu.Lock()
+	defer u.mu.Unlock()
+	ch, ok := u.turns[id]
+	if !ok {
+		ch = make(chan struct{}, 1)
+		u.turns[id] = ch
+	}
+	return ch
+}
+
+func (u *lockstepUpstream) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	body, _ := io.ReadAll(r.Body)
+	req, err := wire.Inspect(wire.RouteCompletions, body)
+	if err != nil || !req.Stream {
+		http.Error(w, "want a streaming completions request", http.StatusBadRequest)
+		return
+	}
+	turn := u.turn(r.Header.Get("X-Bench-Stream"))
+	w.Header().Set("Content-Type", "text/event-stream; charset=utf-8")
+	rc := http.NewResponseController(w)
+	head := `data: {"id":"cmpl-bench","object":"text_completion","created":1,"model":"bench","choices":[`
+	buf := make([]byte, 0, 512)
+	for k := range req.MaxTokens {
+		if k > 0 {
+			select {
+			case <-turn:
+			case <-r.Context().Done():
+				return
+			}
+		}
+		finish := "null"
+		if k == req.MaxTokens-1 {
+			finish = `"length"`
+		}
+		buf = append(buf[:0], head...)
+		buf = append(buf, `{"index":0,"text":" token","logprobs":null,"finish_reason":`...)
+		buf = append(buf, finish...)
+		buf = append(buf, `,"stop_reason":null}],"usage":null}`+"\n\n"...)
+		if _, err := w.Write(buf); err != nil || rc.Flush() != nil {
+			return
+		}
+	}
+	buf = buf[:0]
+	if req.IncludeUsage {
+		buf = fmt.Appendf(buf, "%s],\"usage\":{\"prompt_tokens\":5,\"total_tokens\":%d,\"completion_tokens\":%d}}\n\n",
+			head, 5+req.MaxTokens, req.MaxTokens)
+	}
+	buf = append(buf, "data: [DONE]\n\n"...)
+	_, _ = w.Write(buf)
+}
+
+// stream sends one request as stream id and reads it to the end, giving the upstream
+// its turn after every token but the last.
+func (u *lockstepUpstream) stream(client *http.Client, target, body, id string) error {
+	req, err := http.NewRequest(http.MethodPost, target, strings.NewReader(body))
+	if err != nil {
+		return err
+	}
+	req.Header.Set("X-Bench-Stream", id)
+	resp, err := client.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	turn := u.turn(id)
+	r := wire.NewSSEReader(resp.Body, 0)
+	n := 0
+	for {
+		ev, err := r.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return err
+		}
+		if bytes.HasPrefix(ev.Data, []byte("{")) && !bytes.Contains(ev.Data, []byte(`"choices":[]`)) {
+			if n++; n < benchTokens {
+				turn <- struct{}{}
+			}
+		}
+	}
+	if n != benchTokens {
+		return fmt.Errorf("stream %s: %d tokens, want %d", id, n, benchTokens)
+	}
+	return nil
+}
