@@ -112,6 +112,13 @@ func TestMetricsExpositionParses(t *testing.T) {
 		"slogate_generation_tokens_total", "slogate_inflight_requests", "slogate_inflight_kv_tokens",
 		"slogate_engine_up", "slogate_engine_info", "slogate_engine_kv_cache_usage_ratio",
 		"slogate_engine_preemptions_total", "slogate_engine_scrape_age_seconds", "slogate_build_info",
+		"slogate_queue_wait_seconds", "slogate_admission_decisions_total", "slogate_admission_mode",
+		"slogate_admission_engine_state", "slogate_admission_inflight_requests", "slogate_admission_inflight_limit",
+		"slogate_admission_inflight_limit_min", "slogate_admission_inflight_limit_max", "slogate_admission_queue_length",
+		"slogate_admission_queue_limit", "slogate_admission_queue_wait_limit_seconds", "slogate_admission_rate_limit",
+		"slogate_admission_slo_seconds", "slogate_admission_observed_p95_seconds", "slogate_admission_service_rate",
+		"slogate_admission_tier_max_input_tokens", "slogate_admission_config_last_reload_successful",
+		"slogate_admission_config_last_reload_success_timestamp_seconds",
 		"go_goroutines", "process_start_time_seconds",
 	} {
 		if _, ok := fams[name]; !ok {

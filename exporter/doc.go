@@ -2,13 +2,18 @@
 //
 // It has four parts:
 //
-//   - Metrics (metrics.go, observe.go, models.go) holds every metric definition,
-//     registered on a registry the caller passes in. It is the proxy's Observer: each
-//     finished request's measure.Result updates the request counter, the latency
-//     histograms (time to first token, time per output token, end-to-end) and the token
-//     counters; GapObserver feeds the inter-token gap histogram as chunks arrive.
-//   - Collectors read state at scrape time: the requests in flight (collectors.go) and
-//     the engine's Snapshot as engine-neutral gauges (engine.go).
+//   - Metrics (metrics.go, observe.go, models.go, tiers.go, decisions.go) holds every
+//     metric definition, registered on a registry the caller passes in. It is the
+//     proxy's Observer: each finished request's measure.Result updates the request
+//     counter, the latency histograms (time to first token and end-to-end, both
+//     including the wait in admission's queue; time per output token), the queue wait
+//     histogram and the token counters; GapObserver feeds the inter-token gap histogram
+//     as chunks arrive. It is also admission's DecisionObserver: ObserveDecision counts
+//     every admission decision.
+//   - Collectors read state at scrape time: the requests in flight (collectors.go), the
+//     engine's Snapshot as engine-neutral gauges (engine.go), and admission control's
+//     mode, engine state, per-tier limits and queues, and tiers file reloads
+//     (admission.go).
 //   - AdminHandler and ServeAdmin (admin.go) serve /metrics, /healthz and /readyz, with
 //     TLS and basic auth configured by an exporter-toolkit web config file.
 //   - Push (push.go) sends the registry's metrics periodically to a push endpoint such
@@ -17,10 +22,12 @@
 // Guarantees: every latency histogram has a bucket boundary exactly at its SLO
 // threshold (Options.TTFT, Options.TPOT), so an SLI "good = bucket le=threshold" is exact;
 // every label takes values from a bounded set — in particular the model label takes only
-// the names the engine serves, and "other" for anything else. The metric reference is
+// the names the engine serves, and "other" for anything else, and the tier label at most
+// MaxTierLabels tier names, NoTier and OtherTier. The metric reference is
 // docs/metrics.md.
 //
-// The package imports measure, engine and wire but not proxy: the small interfaces it
-// needs (InFlightSource, EngineSource, Clock) are declared here and satisfied by the
-// proxy, the engine scraper and the wall clock.
+// The package imports measure, engine, admission and wire but not proxy: the small
+// interfaces it needs (InFlightSource, EngineSource, AdmissionSource, ReloadSource,
+// Clock) are declared here and satisfied by the proxy, the engine scraper, admission's
+// Controller and Reloader, and the wall clock.
 package exporter

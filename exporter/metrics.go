@@ -2,14 +2,18 @@ package exporter
 
 import (
 	"runtime"
+	"slices"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promauto"
+
+	"github.com/slogate/slogate/admission"
 )
 
-// This file holds every metric slogate exports: the per-request metrics created in New,
-// and the descriptors of the scrape-time collectors (collectors.go, engine.go).
+// This file holds every metric slogate exports: the per-request and per-decision metrics
+// created in New, and the descriptors of the scrape-time collectors (collectors.go,
+// engine.go, admission.go).
 // docs/metrics.md documents each one.
 
 // Label names.
@@ -20,32 +24,47 @@ const (
 	labelOutcome = "outcome"
 	labelSource  = "source"
 	labelEngine  = "engine"
+
+	labelTier     = "tier"
+	labelClass    = "class"
+	labelDecision = "decision"
+	labelReason   = "reason"
+	labelMode     = "mode"
+	labelState    = "state"
+	labelSLO      = "slo"
 )
 
 // OtherModel is the model label value of every request whose model is not one the
 // engine serves (including a missing model when the engine serves several or none).
 const OtherModel = "other"
 
-// Metrics records the measurement of every request. It implements the proxy's Observer.
-// All its methods are safe for concurrent use.
+// Metrics records the measurement of every request and every admission decision. It
+// implements the proxy's Observer and admission's DecisionObserver. All its methods are
+// safe for concurrent use.
 type Metrics struct {
-	requests  *prometheus.CounterVec   // model, route, code, outcome
-	ttft      *prometheus.HistogramVec // model
-	tpot      *prometheus.HistogramVec // model
+	requests  *prometheus.CounterVec   // model, route, code, outcome, tier
+	ttft      *prometheus.HistogramVec // model, tier
+	tpot      *prometheus.HistogramVec // model, tier
 	gap       *prometheus.HistogramVec // model
-	e2e       *prometheus.HistogramVec // model
+	e2e       *prometheus.HistogramVec // model, tier
+	queueWait *prometheus.HistogramVec // tier
 	prompt    *prometheus.CounterVec   // model
 	generated *prometheus.CounterVec   // model, source
+	decisions *prometheus.CounterVec   // tier, class, decision, reason
 
-	models modelIndex
+	tiers     tierIndex
+	precreate []*tierEntry // the tiers whose latency series every model gets up front
+	models    modelIndex
+	decided   decisionIndex
 }
 
 // New creates slogate's metrics and registers them on reg (never the global registry):
-// the per-request metrics, slogate_build_info, and the scrape-time collectors for
-// opts.InFlight and opts.Engine when they are set. Like promauto and the
-// client_golang constructors, it panics on a wiring mistake: a nil reg, options that
-// fail Validate (check them first where they come from user input), or a metric of the
-// same name already registered on reg.
+// the per-request and admission decision metrics, slogate_build_info, and the
+// scrape-time collectors for opts.InFlight, opts.Engine, opts.Admission and
+// opts.Reloads when they are set (see Options for what counts as set). Like promauto
+// and the client_golang constructors, it panics on a wiring mistake: a nil reg, options
+// that fail Validate (check them first where they come from user input), or a metric of
+// the same name already registered on reg.
 func New(reg prometheus.Registerer, opts Options) *Metrics {
 	if reg == nil {
 		panic("exporter: New with a nil registerer")
@@ -57,26 +76,29 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 		opts.Clock = wallClock{}
 	}
 	f := promauto.With(reg)
-	hist := func(name, help string, b []float64) *prometheus.HistogramVec {
-		return f.NewHistogramVec(histogramOpts(opts.NativeHistograms, name, help, b), []string{labelModel})
+	hist := func(name, help string, b []float64, labels ...string) *prometheus.HistogramVec {
+		return f.NewHistogramVec(histogramOpts(opts.NativeHistograms, name, help, b), labels)
 	}
 	m := &Metrics{
 		requests: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "slogate_requests_total",
-			Help: "Inference requests finished, by served model, route, HTTP status the client got (499: the client went away) and outcome.",
-		}, []string{labelModel, labelRoute, labelCode, labelOutcome}),
+			Help: "Inference requests finished, by served model, route, HTTP status the client got (499: the client went away), outcome and admission tier (none: not classified by admission).",
+		}, []string{labelModel, labelRoute, labelCode, labelOutcome, labelTier}),
 		ttft: hist("slogate_time_to_first_token_seconds",
-			"Time from dispatch to the engine to the first output chunk, of streaming requests that ended ok (OTel gen_ai.server.time_to_first_token).",
-			buckets(opts.TTFTBuckets, DefaultTTFTBuckets, opts.TTFT)),
+			"Time to the first output chunk as the client felt it: the wait in slogate's admission queue plus the time from dispatch to the engine to the first output chunk, of streaming requests that ended ok (OTel gen_ai.server.time_to_first_token).",
+			buckets(opts.TTFTBuckets, DefaultTTFTBuckets, opts.TTFT), labelModel, labelTier),
 		tpot: hist("slogate_time_per_output_token_seconds",
-			"Per-request (E2E - TTFT) / (output tokens - 1), of streaming requests that ended ok with at least two output tokens (OTel gen_ai.server.time_per_output_token).",
-			buckets(opts.TPOTBuckets, DefaultTPOTBuckets, opts.TPOT)),
+			"Per-request (E2E - TTFT) / (output tokens - 1), measured from dispatch (no queue wait), of streaming requests that ended ok with at least two output tokens (OTel gen_ai.server.time_per_output_token).",
+			buckets(opts.TPOTBuckets, DefaultTPOTBuckets, opts.TPOT), labelModel, labelTier),
 		gap: hist("slogate_inter_token_gap_seconds",
 			"Time between successive output chunks of a stream, every gap of every stream whatever its outcome.",
-			buckets(opts.TPOTBuckets, DefaultTPOTBuckets, opts.TPOT)),
+			buckets(opts.TPOTBuckets, DefaultTPOTBuckets, opts.TPOT), labelModel),
 		e2e: hist("slogate_e2e_request_duration_seconds",
-			"Time from dispatch to the engine to the end of the response, of requests that ended ok, streaming or not (OTel gen_ai.server.request.duration).",
-			buckets(opts.E2EBuckets, DefaultE2EBuckets)),
+			"Request duration as the client felt it: the wait in slogate's admission queue plus the time from dispatch to the engine to the end of the response, of requests that ended ok, streaming or not (OTel gen_ai.server.request.duration).",
+			buckets(opts.E2EBuckets, DefaultE2EBuckets), labelModel, labelTier),
+		queueWait: hist("slogate_queue_wait_seconds",
+			"Time requests waited in their tier's admission queue before dispatch (0 when admitted at once), of every request admission classified and dispatched, whatever its outcome.",
+			slices.Clone(DefaultQueueWaitBuckets), labelTier),
 		prompt: f.NewCounterVec(prometheus.CounterOpts{
 			Name: "slogate_prompt_tokens_total",
 			Help: "Prompt tokens of finished requests, as the engine's usage report counted them (OTel gen_ai.client.token.usage, type input).",
@@ -85,6 +107,10 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 			Name: "slogate_generation_tokens_total",
 			Help: "Output tokens of finished requests, by how they were counted: usage (the engine's report, exact) or chunks (output chunks of a stream without usage) (OTel gen_ai.client.token.usage, type output).",
 		}, []string{labelModel, labelSource}),
+		decisions: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "slogate_admission_decisions_total",
+			Help: "Admission decisions, by tier, priority class, decision (admitted at once, queued then dispatched, rejected) and reason (none, or why the request waited or was rejected). Shadow-mode decisions count the same; slogate_admission_mode tells the mode.",
+		}, []string{labelTier, labelClass, labelDecision, labelReason}),
 	}
 	f.NewGauge(prometheus.GaugeOpts{
 		Name: "slogate_build_info",
@@ -93,14 +119,48 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 			"version": orUnknown(opts.Version), "revision": orUnknown(opts.Revision), "goversion": runtime.Version(),
 		},
 	}).Set(1)
-	if opts.InFlight != nil {
+	m.register(reg, opts)
+	m.tiers.init(m.queueWait)
+	m.precreate = m.initialTiers(opts.Admission)
+	m.models.init(m, opts.ServedModels)
+	m.decided.init(m.decisions)
+	return m
+}
+
+// register registers the scrape-time collectors of the sources opts sets.
+func (m *Metrics) register(reg prometheus.Registerer, opts Options) {
+	if !absent(opts.InFlight) {
 		reg.MustRegister(inFlightCollector{src: opts.InFlight})
 	}
-	if opts.Engine != nil {
+	if !absent(opts.Engine) {
 		reg.MustRegister(engineCollector{src: opts.Engine, clock: opts.Clock})
 	}
-	m.models.init(m, opts.ServedModels)
-	return m
+	if !absent(opts.Admission) {
+		reg.MustRegister(admissionCollector{src: opts.Admission})
+	}
+	if !absent(opts.Probe) {
+		reg.MustRegister(probeCollector{src: opts.Probe})
+	}
+	if !absent(opts.Reloads) {
+		reg.MustRegister(newReloadCollector(opts.Reloads))
+	}
+}
+
+// initialTiers returns the tiers whose latency series every model gets at zero: the
+// admission tiers when admission classifies requests, else NoTier.
+func (m *Metrics) initialTiers(src AdmissionSource) []*tierEntry {
+	if absent(src) {
+		return []*tierEntry{m.tiers.none}
+	}
+	st := src.Stats()
+	if st.Mode == admission.Off {
+		return []*tierEntry{m.tiers.none}
+	}
+	out := make([]*tierEntry, 0, len(st.Tiers))
+	for _, t := range st.Tiers {
+		out = append(out, m.tiers.lookup(t.Name))
+	}
+	return out
 }
 
 // histogramOpts returns the options of one latency histogram, with native buckets too
@@ -156,4 +216,77 @@ var (
 		"Requests the engine has retracted from its running batch right now (SGLang only).", nil, nil)
 	engineSpecAcceptDesc = prometheus.NewDesc("slogate_engine_spec_decode_acceptance_ratio",
 		"Fraction of drafted speculative tokens the engine accepted, 0-1 (vLLM: since the previous scrape; SGLang: its own gauge).", nil, nil)
+)
+
+// The admission gauges, read from an AdmissionSource at scrape time (admission.go).
+// Only the mode is exported while admission is off.
+var (
+	admissionModeDesc = prometheus.NewDesc("slogate_admission_mode",
+		"1 for the admission mode in force (off, shadow: decide and record only, enforce: delay and reject), 0 for the others.", []string{labelMode}, nil)
+	admissionEngineStateDesc = prometheus.NewDesc("slogate_admission_engine_state",
+		"1 for the engine state a new request would meet, 0 for the others: ok, saturated (its queue or KV cache is past the saturation thresholds: new requests wait or are rejected) or engine-down (down or stale with the closed policy: new requests get 503).", []string{labelState}, nil)
+	admissionInFlightDesc = prometheus.NewDesc("slogate_admission_inflight_requests",
+		"Requests of the tier admission has dispatched to the engine and that have not finished.", []string{labelTier}, nil)
+	admissionLimitDesc = prometheus.NewDesc("slogate_admission_inflight_limit",
+		"The tier's working cap on requests in flight, as the SLO feedback sets it between the min and max limits (lower classes get four fifths of it).", []string{labelTier}, nil)
+	admissionLimitMinDesc = prometheus.NewDesc("slogate_admission_inflight_limit_min",
+		"The lowest the tier's working in-flight cap may go (min_in_flight).", []string{labelTier}, nil)
+	admissionLimitMaxDesc = prometheus.NewDesc("slogate_admission_inflight_limit_max",
+		"The highest the tier's working in-flight cap may go (max_in_flight).", []string{labelTier}, nil)
+	admissionQueueLengthDesc = prometheus.NewDesc("slogate_admission_queue_length",
+		"Requests waiting in the tier's admission queue, by priority class.", []string{labelTier, labelClass}, nil)
+	admissionQueueLimitDesc = prometheus.NewDesc("slogate_admission_queue_limit",
+		"How many requests may wait in the tier's queue (max_queue; 0: none, requests beyond the cap are rejected).", []string{labelTier}, nil)
+	admissionQueueWaitLimitDesc = prometheus.NewDesc("slogate_admission_queue_wait_limit_seconds",
+		"The longest a request may wait in the tier's queue (max_queue_wait).", []string{labelTier}, nil)
+	admissionRateLimitDesc = prometheus.NewDesc("slogate_admission_rate_limit",
+		"The tier's token-bucket rate in requests per second; absent for tiers without a rate limit.", []string{labelTier}, nil)
+	admissionSLODesc = prometheus.NewDesc("slogate_admission_slo_seconds",
+		"The tier's SLO thresholds (ttft counts from dispatch to the engine, tpot per request) that its in-flight cap is steered by; absent when zero.", []string{labelTier, labelSLO}, nil)
+	admissionObservedP95Desc = prometheus.NewDesc("slogate_admission_observed_p95_seconds",
+		"The tier's 95th percentile TTFT (from dispatch) and TPOT over the feedback window, as of the last feedback round; absent until known.", []string{labelTier, labelSLO}, nil)
+	admissionServiceRateDesc = prometheus.NewDesc("slogate_admission_service_rate",
+		"The tier's completions per second over the last 10 s, from which admission predicts queue waits; absent until known.", []string{labelTier}, nil)
+	admissionMaxInputDesc = prometheus.NewDesc("slogate_admission_tier_max_input_tokens",
+		"The largest estimated input, in tokens, the tier takes; absent for the last tier, which has no upper bound.", []string{labelTier}, nil)
+)
+
+// The tiers file reload gauges, read from a ReloadSource at scrape time (admission.go).
+var (
+	reloadSuccessfulDesc = prometheus.NewDesc("slogate_admission_config_last_reload_successful",
+		"1 if the last reload of the admission tiers file succeeded (or none was tried since start), 0 if it failed and the previous tiers are still in force.", nil, nil)
+	reloadSuccessTimeDesc = prometheus.NewDesc("slogate_admission_config_last_reload_success_timestamp_seconds",
+		"Unix time of the last successful load of the admission tiers file (at start, or by a reload).", nil, nil)
+)
+
+// The prober's gauges, read from a ProbeSource at scrape time (probe.go). Cells are
+// labelled by workload, row (a context such as "8K" or a shape such as "API-S") and load
+// (a concurrency such as "4", or a multiple of a scan's reference rate such as "1.1x").
+var (
+	probeCellLabels = []string{"workload", "row", "load"}
+
+	probeThroughputDesc = prometheus.NewDesc("slogate_probe_output_tokens_per_second",
+		"Output tokens per second of a valid cell of the latest probe (median over its valid rounds).", probeCellLabels, nil)
+	probeTTFT50Desc = prometheus.NewDesc("slogate_probe_ttft_p50_seconds",
+		"Median time to first token of a valid cell of the latest probe.", probeCellLabels, nil)
+	probeTTFT95Desc = prometheus.NewDesc("slogate_probe_ttft_p95_seconds",
+		"95th percentile of time to first token of a valid cell of the latest probe.", probeCellLabels, nil)
+	probeTPOTDesc = prometheus.NewDesc("slogate_probe_tpot_p95_seconds",
+		"95th percentile of per-request time per output token of a valid cell of the latest probe.", probeCellLabels, nil)
+	probeSuccessDesc = prometheus.NewDesc("slogate_probe_success_ratio",
+		"Share of a cell's judged requests that met every success rule, in the latest probe.", probeCellLabels, nil)
+	probeStateDesc = prometheus.NewDesc("slogate_probe_cell_state",
+		"1 for the state of each cell of the latest probe (valid, looped, over_capacity, rej, n/c, failed, skipped), 0 for the others.", append(probeCellLabels, "state"), nil)
+	probeGateDesc = prometheus.NewDesc("slogate_probe_gate_check",
+		"1 for the verdict (pass, fail, skipped) of each functional-gate check of the latest probe.", []string{"workload", "check", "verdict"}, nil)
+	probeRunningDesc = prometheus.NewDesc("slogate_probe_running",
+		"1 while a scheduled probe runs.", []string{"workload"}, nil)
+	probeRunsDesc = prometheus.NewDesc("slogate_probe_runs_total",
+		"Scheduled or triggered probes that ran to the end.", []string{"workload"}, nil)
+	probeHeldDesc = prometheus.NewDesc("slogate_probe_held_total",
+		"Probes not started, or stopped, because live traffic needed the engine.", []string{"workload"}, nil)
+	probeLastStartDesc = prometheus.NewDesc("slogate_probe_last_start_timestamp_seconds",
+		"When the last probe started (Unix time); absent before the first.", []string{"workload"}, nil)
+	probeLastSuccessDesc = prometheus.NewDesc("slogate_probe_last_success",
+		"1 if the last probe completed, 0 if it failed or was stopped.", []string{"workload"}, nil)
 )

@@ -20,6 +20,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
@@ -96,7 +97,14 @@ func scrapeText(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFa
 	return fams
 }
 
-// leValues returns the le labels of family name's series with model "llama", as text.
+// llamaSeries reports whether m is the series of model "llama" without admission: tier
+// "none" where the family has a tier label.
+func llamaSeries(m *dto.Metric) bool {
+	ls := labelString(m)
+	return ls == `{model="llama"}` || ls == `{model="llama",tier="none"}`
+}
+
+// leValues returns the le labels of family name's series of llamaSeries, as text.
 func leValues(t *testing.T, fams map[string]*dto.MetricFamily, name string) []string {
 	t.Helper()
 	f, ok := fams[name]
@@ -104,7 +112,7 @@ func leValues(t *testing.T, fams map[string]*dto.MetricFamily, name string) []st
 		t.Fatalf("%s missing from the exposition", name)
 	}
 	for _, m := range f.GetMetric() {
-		if labelString(m) != `{model="llama"}` {
+		if !llamaSeries(m) {
 			continue
 		}
 		var les []string
@@ -163,7 +171,7 @@ func TestSLOBucketBoundaries(t *testing.T) {
 // of the bucket below it must be 0: the observation sits exactly on the boundary.
 func cumulativeAt(f *dto.MetricFamily, le string) float64 {
 	for _, m := range f.GetMetric() {
-		if labelString(m) != `{model="llama"}` {
+		if !llamaSeries(m) {
 			continue
 		}
 		bs := m.GetHistogram().GetBucket()
@@ -204,7 +212,11 @@ type inFlightStub struct {
 
 func (s inFlightStub) InFlight() (int, int64) { return s.n, s.kv }
 
-// fullRegistry is what slogate serve builds: every collector, every metric fed.
+// fullSeries is the labels of the latency series fullRegistry observes.
+const fullSeries = `{model="llama",tier="short"}`
+
+// fullRegistry is what slogate serve builds: every collector, every metric fed, with
+// admission in shadow mode over the built-in tiers and a tiers file.
 func fullRegistry(t *testing.T, native bool) (*Metrics, *prometheus.Registry) {
 	t.Helper()
 	snap := engine.NewSnapshot()
@@ -212,19 +224,26 @@ func fullRegistry(t *testing.T, native bool) (*Metrics, *prometheus.Registry) {
 	snap.Waiting, snap.Running, snap.KVUsage, snap.KVCapacityTokens = 2, 8, 0.5, 1e6
 	snap.PrefixHitRatio, snap.Preemptions, snap.SpecAcceptRate = 0.3, 4, 0.7
 	snap.Models = []string{"llama"}
+	clock := &fakeClock{now: time.Unix(1002, 0)}
+	var relay decisionRelay
+	ctrl := newController(t, admission.Shadow, clock, admission.Options{Engine: engineStub{snap}, Observers: []admission.DecisionObserver{&relay}})
+	reloads := admission.NewReloader(writeTiers(t, t.TempDir(), validTiers), ctrl)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	m := New(reg, Options{
 		TTFT: 2 * time.Second, TPOT: 100 * time.Millisecond, ServedModels: served("llama"),
 		NativeHistograms: native, Version: "v1.2.3", Revision: "abc123",
 		InFlight: inFlightStub{3, 4096}, Engine: engineStub{snap},
-		Clock: &fakeClock{now: time.Unix(1002, 0)},
+		Admission: ctrl, Reloads: reloads, Clock: clock,
 	})
+	relay.m = m
+	exercise(t, ctrl, clock)
 	for _, src := range []measure.TokenSource{measure.TokensUsage, measure.TokensChunks} {
 		m.Observe(wire.Request{Route: wire.RouteChatCompletions, Model: "llama", Stream: true},
 			measure.Result{Route: wire.RouteChatCompletions, Stream: true, Status: 200, Outcome: measure.OK,
 				TTFT: 300 * time.Millisecond, TPOT: 12 * time.Millisecond, E2E: 3 * time.Second, OutputChunks: 200,
-				InputTokens: 500, OutputTokens: 200, Tokens: src, Gaps: []time.Duration{12 * time.Millisecond}})
+				InputTokens: 500, OutputTokens: 200, Tokens: src, Gaps: []time.Duration{12 * time.Millisecond},
+				Tier: "short", QueueWait: 40 * time.Millisecond})
 	}
 	return m, reg
 }
@@ -316,7 +335,7 @@ func TestNativeHistograms(t *testing.T) {
 				for _, m := range mf.GetMetric() {
 					h := m.GetHistogram()
 					hasNative := h.Schema != nil && len(h.GetPositiveSpan()) > 0
-					if labelString(m) == `{model="llama"}` && hasNative != native {
+					if labelString(m) == fullSeries && hasNative != native {
 						t.Errorf("native buckets present = %v, want %v", hasNative, native)
 					}
 					if len(h.GetBucket()) == 0 {

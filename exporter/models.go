@@ -110,36 +110,43 @@ func (x *modelIndex) series(name string) *modelSeries {
 }
 
 // modelSeries holds one model label value's resolved children, so that observing a
-// request costs no label hashing. Creating it creates the model's histogram and token
-// series (at zero); request counters are created on first use, as status codes are
-// only known then.
+// request costs no label hashing. Creating it creates the model's gap and token series,
+// and its latency series for the tiers known up front (Metrics.precreate), at zero;
+// latency series of other tiers are created on first use, and request counters too, as
+// status codes are only known then.
 type modelSeries struct {
 	m    *Metrics
 	name string
 
-	ttft, tpot, gap, e2e prometheus.Observer
-	observeGap           func(time.Duration)
-	prompt               prometheus.Counter
-	generated            [measure.TokensChunks + 1]prometheus.Counter // by TokenSource; TokensNone unused
+	gap        prometheus.Observer
+	observeGap func(time.Duration)
+	prompt     prometheus.Counter
+	generated  [measure.TokensChunks + 1]prometheus.Counter // by TokenSource; TokensNone unused
 
-	mu       sync.RWMutex
+	tiers [numTierSlots]atomic.Pointer[tierSeries] // by tierEntry.slot; nil until first use
+
+	mu       sync.RWMutex // guards requests; serialises the creation of tiers
 	requests map[requestKey]prometheus.Counter
 }
 
-// requestKey identifies one slogate_requests_total series of a model.
-type requestKey struct {
-	route   wire.Route
-	outcome measure.Outcome
-	code    int16 // 0 for a status outside 100-599
+// tierSeries holds the latency children of one (model, tier) pair.
+type tierSeries struct {
+	ttft, tpot, e2e prometheus.Observer
+}
+
+// requestKey identifies one slogate_requests_total series of a model: route, outcome,
+// tier slot and status code packed into one integer, which maps hash faster than a
+// struct with padding.
+type requestKey uint64
+
+func newRequestKey(route wire.Route, outcome measure.Outcome, tier uint8, code int16) requestKey {
+	return requestKey(route)<<40 | requestKey(outcome)<<32 | requestKey(tier)<<16 | requestKey(uint16(code))
 }
 
 func newModelSeries(m *Metrics, name string) *modelSeries {
 	s := &modelSeries{
 		m: m, name: name,
-		ttft:     m.ttft.WithLabelValues(name),
-		tpot:     m.tpot.WithLabelValues(name),
 		gap:      m.gap.WithLabelValues(name),
-		e2e:      m.e2e.WithLabelValues(name),
 		prompt:   m.prompt.WithLabelValues(name),
 		requests: make(map[requestKey]prometheus.Counter),
 	}
@@ -147,15 +154,43 @@ func newModelSeries(m *Metrics, name string) *modelSeries {
 	for _, src := range []measure.TokenSource{measure.TokensUsage, measure.TokensChunks} {
 		s.generated[src] = m.generated.WithLabelValues(name, src.String())
 	}
+	for _, e := range m.precreate {
+		s.tier(e)
+	}
 	return s
 }
 
-// request returns the request counter for res's route, status and outcome.
-func (s *modelSeries) request(res *measure.Result) prometheus.Counter {
-	k := requestKey{route: res.Route, outcome: res.Outcome}
-	if res.Status >= 100 && res.Status <= 599 {
-		k.code = int16(res.Status)
+// tier returns the latency children of the model and tier e, creating them once.
+func (s *modelSeries) tier(e *tierEntry) *tierSeries {
+	if ts := s.tiers[e.slot].Load(); ts != nil {
+		return ts
 	}
+	return s.newTier(e)
+}
+
+// newTier creates the latency children of tier e, unless another goroutine just did.
+func (s *modelSeries) newTier(e *tierEntry) *tierSeries {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if ts := s.tiers[e.slot].Load(); ts != nil {
+		return ts
+	}
+	ts := &tierSeries{
+		ttft: s.m.ttft.WithLabelValues(s.name, e.name),
+		tpot: s.m.tpot.WithLabelValues(s.name, e.name),
+		e2e:  s.m.e2e.WithLabelValues(s.name, e.name),
+	}
+	s.tiers[e.slot].Store(ts)
+	return ts
+}
+
+// request returns the request counter for res's route, status and outcome in tier e.
+func (s *modelSeries) request(res *measure.Result, e *tierEntry) prometheus.Counter {
+	var code int16 // 0 for a status outside 100-599
+	if res.Status >= 100 && res.Status <= 599 {
+		code = int16(res.Status)
+	}
+	k := newRequestKey(res.Route, res.Outcome, e.slot, code)
 	s.mu.RLock()
 	c, ok := s.requests[k]
 	s.mu.RUnlock()
@@ -167,7 +202,7 @@ func (s *modelSeries) request(res *measure.Result) prometheus.Counter {
 	if c, ok := s.requests[k]; ok {
 		return c
 	}
-	c = s.m.requests.WithLabelValues(s.name, k.route.String(), codeLabel(k.code), k.outcome.String())
+	c = s.m.requests.WithLabelValues(s.name, res.Route.String(), codeLabel(code), res.Outcome.String(), e.name)
 	s.requests[k] = c
 	return c
 }

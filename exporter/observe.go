@@ -14,28 +14,38 @@ var _ interface {
 
 // Observe records one finished request. It is called once per request, after its
 // response ended, on the request's goroutine; it is safe for concurrent use, never
-// blocks on I/O, and once a model's series exist it allocates nothing.
+// blocks on I/O, and once a (model, tier) pair's series exist it allocates nothing.
 //
-// What it records:
+// The tier label is res.Tier, NoTier when it is empty (admission off, or the request
+// never reached it), OtherTier past MaxTierLabels distinct names. What it records:
 //   - slogate_requests_total, always;
-//   - time to first token, for streams that ended OK with output;
+//   - time to first token as the client felt it, res.QueueWait + res.TTFT, for streams
+//     that ended OK with output;
 //   - time per output token, for streams that ended OK with at least two output tokens
 //     (res.TPOT > 0);
-//   - end-to-end duration, for requests that ended OK, streaming or not;
+//   - end-to-end duration as the client felt it, res.QueueWait + res.E2E, for requests
+//     that ended OK, streaming or not;
+//   - the queue wait, for requests admission classified (res.Tier set) and dispatched
+//     (outcome not Rejected), whatever else the outcome;
 //   - every gap in res.Gaps, whatever the outcome (callers that keep gaps; a caller that
 //     feeds GapObserver instead must not also keep them, or gaps count twice);
 //   - prompt and output tokens, whatever the outcome, when the result has them.
 func (m *Metrics) Observe(req wire.Request, res measure.Result) {
 	s := m.models.lookup(req.Model)
-	s.request(&res).Inc()
+	e := m.tiers.lookup(res.Tier)
+	s.request(&res, e).Inc()
 	if res.Outcome == measure.OK {
+		ts := s.tier(e)
 		if res.Stream && res.OutputChunks > 0 {
-			s.ttft.Observe(seconds(res.TTFT))
+			ts.ttft.Observe(seconds(res.QueueWait + res.TTFT))
 		}
 		if res.Stream && res.TPOT > 0 {
-			s.tpot.Observe(seconds(res.TPOT))
+			ts.tpot.Observe(seconds(res.TPOT))
 		}
-		s.e2e.Observe(seconds(res.E2E))
+		ts.e2e.Observe(seconds(res.QueueWait + res.E2E))
+	}
+	if e.queueWait != nil && res.Outcome != measure.Rejected {
+		e.queueWait.Observe(seconds(res.QueueWait))
 	}
 	for _, g := range res.Gaps {
 		s.gap.Observe(seconds(g))
@@ -50,9 +60,11 @@ func (m *Metrics) Observe(req wire.Request, res measure.Result) {
 
 // GapObserver returns a function that records one inter-token gap of req in
 // slogate_inter_token_gap_seconds, for measure.Options.OnGap, so gaps are recorded as
-// they happen without the recorder keeping them. The model is resolved once, when
-// GapObserver is called; the function returned is safe for concurrent use and
-// allocates nothing. GapObserver itself allocates nothing either.
+// they happen without the recorder keeping them. The gap histogram has no tier label:
+// the proxy asks for the function before admission has classified the request. The
+// model is resolved once, when GapObserver is called; the function returned is safe
+// for concurrent use and allocates nothing. GapObserver itself allocates nothing
+// either.
 func (m *Metrics) GapObserver(req wire.Request) func(time.Duration) {
 	return m.models.lookup(req.Model).observeGap
 }

@@ -18,10 +18,11 @@ func TestObserve(t *testing.T) {
 	chat := wire.Request{Route: wire.RouteChatCompletions, Model: "llama", Stream: true}
 	comp := wire.Request{Route: wire.RouteCompletions, Model: "llama"}
 	tests := []struct {
-		name string
-		req  wire.Request
-		res  measure.Result
-		want map[string]float64
+		name        string
+		req         wire.Request
+		res         measure.Result
+		want        map[string]float64
+		queueSeries int // slogate_queue_wait_seconds series
 	}{{
 		name: "ok stream with usage",
 		req:  chat,
@@ -31,17 +32,17 @@ func TestObserve(t *testing.T) {
 			OutputChunks: 100, InputTokens: 1000, OutputTokens: 100, Tokens: measure.TokensUsage, Ended: true,
 		},
 		want: map[string]float64{
-			`slogate_requests_total{code="200",model="llama",outcome="ok",route="chat_completions"}`: 1,
-			`slogate_time_to_first_token_seconds_count{model="llama"}`:                               1,
-			`slogate_time_to_first_token_seconds_sum{model="llama"}`:                                 0.15,
-			`slogate_time_per_output_token_seconds_count{model="llama"}`:                             1,
-			`slogate_time_per_output_token_seconds_sum{model="llama"}`:                               0.02,
-			`slogate_e2e_request_duration_seconds_count{model="llama"}`:                              1,
-			`slogate_e2e_request_duration_seconds_sum{model="llama"}`:                                2.13,
-			`slogate_inter_token_gap_seconds_count{model="llama"}`:                                   0,
-			`slogate_prompt_tokens_total{model="llama"}`:                                             1000,
-			`slogate_generation_tokens_total{model="llama",source="usage"}`:                          100,
-			`slogate_generation_tokens_total{model="llama",source="chunks"}`:                         0,
+			`slogate_requests_total{code="200",model="llama",outcome="ok",route="chat_completions",tier="none"}`: 1,
+			`slogate_time_to_first_token_seconds_count{model="llama",tier="none"}`:                               1,
+			`slogate_time_to_first_token_seconds_sum{model="llama",tier="none"}`:                                 0.15,
+			`slogate_time_per_output_token_seconds_count{model="llama",tier="none"}`:                             1,
+			`slogate_time_per_output_token_seconds_sum{model="llama",tier="none"}`:                               0.02,
+			`slogate_e2e_request_duration_seconds_count{model="llama",tier="none"}`:                              1,
+			`slogate_e2e_request_duration_seconds_sum{model="llama",tier="none"}`:                                2.13,
+			`slogate_inter_token_gap_seconds_count{model="llama"}`:                                               0,
+			`slogate_prompt_tokens_total{model="llama"}`:                                                         1000,
+			`slogate_generation_tokens_total{model="llama",source="usage"}`:                                      100,
+			`slogate_generation_tokens_total{model="llama",source="chunks"}`:                                     0,
 		},
 	}, {
 		name: "ok non-streaming: E2E only",
@@ -51,12 +52,12 @@ func TestObserve(t *testing.T) {
 			OutputChunks: 1, InputTokens: 10, OutputTokens: 7, Tokens: measure.TokensUsage, Ended: true,
 		},
 		want: map[string]float64{
-			`slogate_requests_total{code="200",model="llama",outcome="ok",route="completions"}`: 1,
-			`slogate_time_to_first_token_seconds_count{model="llama"}`:                          0,
-			`slogate_time_per_output_token_seconds_count{model="llama"}`:                        0,
-			`slogate_e2e_request_duration_seconds_count{model="llama"}`:                         1,
-			`slogate_prompt_tokens_total{model="llama"}`:                                        10,
-			`slogate_generation_tokens_total{model="llama",source="usage"}`:                     7,
+			`slogate_requests_total{code="200",model="llama",outcome="ok",route="completions",tier="none"}`: 1,
+			`slogate_time_to_first_token_seconds_count{model="llama",tier="none"}`:                          0,
+			`slogate_time_per_output_token_seconds_count{model="llama",tier="none"}`:                        0,
+			`slogate_e2e_request_duration_seconds_count{model="llama",tier="none"}`:                         1,
+			`slogate_prompt_tokens_total{model="llama"}`:                                                    10,
+			`slogate_generation_tokens_total{model="llama",source="usage"}`:                                 7,
 		},
 	}, {
 		name: "ok stream of one token: TTFT, no TPOT",
@@ -67,10 +68,10 @@ func TestObserve(t *testing.T) {
 			OutputTokens: 1, Tokens: measure.TokensChunks, Ended: true,
 		},
 		want: map[string]float64{
-			`slogate_time_to_first_token_seconds_count{model="llama"}`:       1,
-			`slogate_time_per_output_token_seconds_count{model="llama"}`:     0,
-			`slogate_e2e_request_duration_seconds_count{model="llama"}`:      1,
-			`slogate_generation_tokens_total{model="llama",source="chunks"}`: 1,
+			`slogate_time_to_first_token_seconds_count{model="llama",tier="none"}`:   1,
+			`slogate_time_per_output_token_seconds_count{model="llama",tier="none"}`: 0,
+			`slogate_e2e_request_duration_seconds_count{model="llama",tier="none"}`:  1,
+			`slogate_generation_tokens_total{model="llama",source="chunks"}`:         1,
 		},
 	}, {
 		name: "client went away mid-stream: counted, tokens kept, no latency",
@@ -80,19 +81,19 @@ func TestObserve(t *testing.T) {
 			TTFT: 100 * time.Millisecond, E2E: time.Second, OutputChunks: 5, OutputTokens: 5, Tokens: measure.TokensChunks,
 		},
 		want: map[string]float64{
-			`slogate_requests_total{code="499",model="llama",outcome="client_cancelled",route="chat_completions"}`: 1,
-			`slogate_time_to_first_token_seconds_count{model="llama"}`:                                             0,
-			`slogate_e2e_request_duration_seconds_count{model="llama"}`:                                            0,
-			`slogate_generation_tokens_total{model="llama",source="chunks"}`:                                       5,
+			`slogate_requests_total{code="499",model="llama",outcome="client_cancelled",route="chat_completions",tier="none"}`: 1,
+			`slogate_time_to_first_token_seconds_count{model="llama",tier="none"}`:                                             0,
+			`slogate_e2e_request_duration_seconds_count{model="llama",tier="none"}`:                                            0,
+			`slogate_generation_tokens_total{model="llama",source="chunks"}`:                                                   5,
 		},
 	}, {
 		name: "engine unreachable",
 		req:  chat,
 		res:  measure.Result{Route: wire.RouteChatCompletions, Stream: true, Status: 502, Outcome: measure.UpstreamError, E2E: time.Millisecond},
 		want: map[string]float64{
-			`slogate_requests_total{code="502",model="llama",outcome="upstream_error",route="chat_completions"}`: 1,
-			`slogate_e2e_request_duration_seconds_count{model="llama"}`:                                          0,
-			`slogate_prompt_tokens_total{model="llama"}`:                                                         0,
+			`slogate_requests_total{code="502",model="llama",outcome="upstream_error",route="chat_completions",tier="none"}`: 1,
+			`slogate_e2e_request_duration_seconds_count{model="llama",tier="none"}`:                                          0,
+			`slogate_prompt_tokens_total{model="llama"}`:                                                                     0,
 		},
 	}, {
 		name: "kept gaps are observed whatever the outcome",
@@ -103,33 +104,84 @@ func TestObserve(t *testing.T) {
 			Gaps: []time.Duration{10 * time.Millisecond, 20 * time.Millisecond, 30 * time.Millisecond},
 		},
 		want: map[string]float64{
-			`slogate_requests_total{code="200",model="llama",outcome="aborted_midstream",route="chat_completions"}`: 1,
-			`slogate_inter_token_gap_seconds_count{model="llama"}`:                                                  3,
-			`slogate_inter_token_gap_seconds_sum{model="llama"}`:                                                    0.06,
-			`slogate_time_to_first_token_seconds_count{model="llama"}`:                                              0,
+			`slogate_requests_total{code="200",model="llama",outcome="aborted_midstream",route="chat_completions",tier="none"}`: 1,
+			`slogate_inter_token_gap_seconds_count{model="llama"}`:                                                              3,
+			`slogate_inter_token_gap_seconds_sum{model="llama"}`:                                                                0.06,
+			`slogate_time_to_first_token_seconds_count{model="llama",tier="none"}`:                                              0,
 		},
 	}, {
 		name: "no status: code unknown",
 		req:  comp,
 		res:  measure.Result{Route: wire.RouteCompletions, Outcome: measure.UpstreamError},
 		want: map[string]float64{
-			`slogate_requests_total{code="unknown",model="llama",outcome="upstream_error",route="completions"}`: 1,
+			`slogate_requests_total{code="unknown",model="llama",outcome="upstream_error",route="completions",tier="none"}`: 1,
 		},
 	}, {
 		name: "unserved model is other",
 		req:  wire.Request{Route: wire.RouteCompletions, Model: "mallory's-free-form-name"},
 		res:  measure.Result{Route: wire.RouteCompletions, Status: 400, Outcome: measure.BadRequest},
 		want: map[string]float64{
-			`slogate_requests_total{code="400",model="other",outcome="bad_request",route="completions"}`: 1,
+			`slogate_requests_total{code="400",model="other",outcome="bad_request",route="completions",tier="none"}`: 1,
 		},
 	}, {
 		name: "missing model is the only served model",
 		req:  wire.Request{Route: wire.RouteCompletions},
 		res:  measure.Result{Route: wire.RouteCompletions, Status: 200, Outcome: measure.OK, E2E: time.Second},
 		want: map[string]float64{
-			`slogate_requests_total{code="200",model="llama",outcome="ok",route="completions"}`: 1,
-			`slogate_e2e_request_duration_seconds_count{model="llama"}`:                         1,
+			`slogate_requests_total{code="200",model="llama",outcome="ok",route="completions",tier="none"}`: 1,
+			`slogate_e2e_request_duration_seconds_count{model="llama",tier="none"}`:                         1,
 		},
+	}, {
+		name: "queued, then ok: the wait counts in TTFT and E2E, not in TPOT",
+		req:  chat,
+		res: measure.Result{
+			Route: wire.RouteChatCompletions, Stream: true, Status: 200, Outcome: measure.OK,
+			TTFT: 500 * time.Millisecond, TPOT: 20 * time.Millisecond, E2E: 2500 * time.Millisecond, OutputChunks: 101,
+			Tier: "short", QueueWait: time.Second,
+		},
+		want: map[string]float64{
+			`slogate_requests_total{code="200",model="llama",outcome="ok",route="chat_completions",tier="short"}`: 1,
+			`slogate_time_to_first_token_seconds_count{model="llama",tier="short"}`:                               1,
+			`slogate_time_to_first_token_seconds_sum{model="llama",tier="short"}`:                                 1.5,
+			`slogate_time_per_output_token_seconds_sum{model="llama",tier="short"}`:                               0.02,
+			`slogate_e2e_request_duration_seconds_sum{model="llama",tier="short"}`:                                3.5,
+			`slogate_queue_wait_seconds_count{tier="short"}`:                                                      1,
+			`slogate_queue_wait_seconds_sum{tier="short"}`:                                                        1,
+			`slogate_time_to_first_token_seconds_count{model="llama",tier="none"}`:                                0,
+		},
+		queueSeries: 1,
+	}, {
+		name: "admitted at once: a wait of 0 is recorded",
+		req:  comp,
+		res:  measure.Result{Route: wire.RouteCompletions, Status: 200, Outcome: measure.OK, E2E: time.Second, Tier: "long"},
+		want: map[string]float64{
+			`slogate_requests_total{code="200",model="llama",outcome="ok",route="completions",tier="long"}`: 1,
+			`slogate_e2e_request_duration_seconds_sum{model="llama",tier="long"}`:                           1,
+			`slogate_queue_wait_seconds_count{tier="long"}`:                                                 1,
+			`slogate_queue_wait_seconds_sum{tier="long"}`:                                                   0,
+		},
+		queueSeries: 1,
+	}, {
+		name: "rejected by admission: counted under its tier, no wait recorded",
+		req:  chat,
+		res:  measure.Result{Route: wire.RouteChatCompletions, Stream: true, Status: 429, Outcome: measure.Rejected, Tier: "short"},
+		want: map[string]float64{
+			`slogate_requests_total{code="429",model="llama",outcome="rejected",route="chat_completions",tier="short"}`: 1,
+			`slogate_queue_wait_seconds_count{tier="short"}`:                                                            0,
+		},
+		queueSeries: 1,
+	}, {
+		name: "dispatched after a wait, then the engine failed: the wait is recorded, no latency",
+		req:  chat,
+		res: measure.Result{Route: wire.RouteChatCompletions, Stream: true, Status: 502, Outcome: measure.UpstreamError,
+			E2E: time.Millisecond, Tier: "xlong", QueueWait: 3 * time.Second},
+		want: map[string]float64{
+			`slogate_requests_total{code="502",model="llama",outcome="upstream_error",route="chat_completions",tier="xlong"}`: 1,
+			`slogate_queue_wait_seconds_count{tier="xlong"}`:                                                                  1,
+			`slogate_queue_wait_seconds_sum{tier="xlong"}`:                                                                    3,
+			`slogate_e2e_request_duration_seconds_count{model="llama",tier="none"}`:                                           0,
+		},
+		queueSeries: 1,
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -141,6 +193,9 @@ func TestObserve(t *testing.T) {
 			}
 			if n := testutil.CollectAndCount(m.requests); n != 1 {
 				t.Errorf("%d request series, want 1", n)
+			}
+			if n := testutil.CollectAndCount(m.queueWait); n != tc.queueSeries {
+				t.Errorf("%d queue wait series, want %d", n, tc.queueSeries)
 			}
 		})
 	}
@@ -213,7 +268,7 @@ func TestModelCardinalityBounded(t *testing.T) {
 		}
 	}
 	got := samples(t, reg, "slogate_requests_total")
-	key := `slogate_requests_total{code="200",model="other",outcome="ok",route="chat_completions"}`
+	key := `slogate_requests_total{code="200",model="other",outcome="ok",route="chat_completions",tier="none"}`
 	if got[key] != 10000 {
 		t.Errorf("%s = %v, want 10000", key, got[key])
 	}
@@ -285,10 +340,14 @@ func TestObserveAllocs(t *testing.T) {
 		TTFT: 100 * time.Millisecond, TPOT: 10 * time.Millisecond, E2E: time.Second, OutputChunks: 91,
 		InputTokens: 100, OutputTokens: 91, Tokens: measure.TokensUsage,
 		Gaps: []time.Duration{time.Millisecond}}
+	tiered := res
+	tiered.Tier, tiered.QueueWait = "short", 300*time.Millisecond
 	m.Observe(req, res) // creates the request series
+	m.Observe(req, tiered)
 	gap := m.GapObserver(req)
 	allocs := testing.AllocsPerRun(1000, func() {
 		m.Observe(req, res)
+		m.Observe(req, tiered)
 		gap(time.Millisecond)
 		_ = m.GapObserver(req)
 	})

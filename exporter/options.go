@@ -4,9 +4,11 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"slices"
 	"time"
 
+	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/engine"
 )
 
@@ -31,8 +33,62 @@ type EngineSource interface {
 	Latest() engine.Snapshot
 }
 
+// AdmissionSource reports admission control's state. *admission.Controller satisfies
+// it. Stats must be safe for concurrent use; it is called once per scrape (and once by
+// New, to learn the tiers whose series to create up front).
+type AdmissionSource interface {
+	Stats() admission.Stats
+}
+
+// ReloadSource reports the outcome of the last reload of the tiers file.
+// *admission.Reloader satisfies it. Status must be safe for concurrent use; it is called
+// once per scrape and once by New.
+type ReloadSource interface {
+	Status() admission.ReloadStatus
+}
+
+// ProbeSource reports the synthetic prober's latest results. Probe must be safe for
+// concurrent use; it is called once per scrape.
+type ProbeSource interface {
+	Probe() ProbeSnapshot
+}
+
+// ProbeSnapshot is what the exporter publishes of the prober: its schedule and the cells
+// and gate checks of its latest report. The prober's own types stay in package synth;
+// cmd translates them.
+type ProbeSnapshot struct {
+	Workload  string
+	Running   bool
+	Runs      int       // probes run to the end
+	Held      int       // probes not started or stopped because live traffic needed the engine
+	LastStart time.Time // zero before the first
+	LastEnd   time.Time
+	LastOK    bool // the last probe completed
+	Cells     []ProbeCell
+	Gate      []ProbeCheck
+}
+
+// ProbeCell is one cell of the latest probe report. Load names its column: the
+// concurrency ("4") or, for a scan, the multiple of the reference rate ("1.1x").
+type ProbeCell struct {
+	Row, Load   string
+	State       string
+	Throughput  float64 // output tokens/s
+	TTFTp50     float64 // seconds
+	TTFTp95     float64
+	TPOTp95     float64
+	SuccessRate float64
+}
+
+// ProbeCheck is one functional-gate check of the latest probe.
+type ProbeCheck struct{ Name, Verdict string }
+
 // Options configure Metrics. The zero value is usable: default buckets, no SLO
-// boundaries, every model labelled "other", no in-flight or engine gauges.
+// boundaries, every model labelled "other", no in-flight, engine or admission gauges.
+//
+// A source field (InFlight, Engine, Admission, Reloads) holding a nil pointer, map,
+// slice, func or channel wrapped in the interface counts as absent, like a nil
+// interface: New never calls a method on it.
 type Options struct {
 	// TTFT and TPOT are the SLO thresholds. A positive threshold is added as a bucket
 	// boundary, exactly, to the time-to-first-token histogram (TTFT) and to the
@@ -60,12 +116,27 @@ type Options struct {
 	// Version and Revision label slogate_build_info; empty means "unknown".
 	Version, Revision string
 
-	// InFlight, if non-nil, is read at scrape time for slogate_inflight_requests and
-	// slogate_inflight_kv_tokens. A nil pointer wrapped in the interface is not nil.
+	// InFlight, if set, is read at scrape time for slogate_inflight_requests and
+	// slogate_inflight_kv_tokens.
 	InFlight InFlightSource
 
-	// Engine, if non-nil, is read at scrape time for the slogate_engine_* gauges.
+	// Engine, if set, is read at scrape time for the slogate_engine_* gauges.
 	Engine EngineSource
+
+	// Admission, if set, is read at scrape time for the slogate_admission_* gauges
+	// (mode, engine state, and per tier: requests in flight and their caps, queues,
+	// rates, SLOs, observed p95s, service rates, input-length bounds). Its tiers at the
+	// time New is called get their per-request series created up front, at zero.
+	Admission AdmissionSource
+
+	// Reloads, if set, is read at scrape time for
+	// slogate_admission_config_last_reload_successful and
+	// slogate_admission_config_last_reload_success_timestamp_seconds.
+	Reloads ReloadSource
+
+	// Probe reports the synthetic prober's latest results for the slogate_probe_*
+	// gauges; nil when no prober is scheduled.
+	Probe ProbeSource
 
 	// Clock is used for the engine scrape age; default the wall clock.
 	Clock Clock
@@ -90,6 +161,12 @@ var DefaultTPOTBuckets = []float64{
 var DefaultE2EBuckets = []float64{
 	0.05, 0.1, 0.2, 0.3, 0.5, 0.8, 1, 1.5, 2, 2.5, 5, 10, 15, 20, 30, 40, 50, 60,
 	120, 240, 480, 960, 1920, 7680,
+}
+
+// DefaultQueueWaitBuckets are the boundaries of slogate_queue_wait_seconds, in seconds:
+// from 1 ms to a minute, including the built-in tiers' maximum waits (2, 4, 10 and 30 s).
+var DefaultQueueWaitBuckets = []float64{
+	0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 2.5, 4, 5, 10, 15, 30, 60,
 }
 
 // ErrInvalidOptions reports Options that New cannot use.
@@ -131,4 +208,18 @@ func buckets(base, def []float64, thresholds ...time.Duration) []float64 {
 	}
 	slices.Sort(out)
 	return slices.Compact(out)
+}
+
+// absent reports whether v, an interface value, holds nothing usable: nil, or a nil
+// pointer, map, slice, func, channel or interface, which would make a method call
+// panic or misbehave although v != nil.
+func absent(v any) bool {
+	if v == nil {
+		return true
+	}
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Map, reflect.Slice, reflect.Func, reflect.Chan, reflect.Interface, reflect.UnsafePointer:
+		return rv.IsNil()
+	}
+	return false
 }

@@ -102,4 +102,10 @@ type Result struct {
 
 	Ended        bool   // the response ended properly: [DONE] for a stream, a complete body otherwise
 	FinishReason string // the engine's finish_reason, "" if none arrived
+
+	// Set by the proxy from admission control: the request's tier ("" when admission is
+	// off) and the time it waited in the tier's queue before dispatch, which the client
+	// felt on top of TTFT and E2E.
+	Tier      string
+	QueueWait time.Duration
 }

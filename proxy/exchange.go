@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/slogate/slogate/admission"
+
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
 )
@@ -27,6 +29,8 @@ type exchange struct {
 	body   []byte
 	inject bool // slogate added stream_options.include_usage to the request
 	rec    *measure.Recorder
+	ticket *admission.Ticket // nil without admission control, or when not admitted
+	tier   string            // the tier of a rejected request
 	clock  measure.Clock
 	onGap  func(time.Duration)
 	live   *liveRequest
@@ -64,7 +68,6 @@ func (p *Proxy) open(w http.ResponseWriter, r *http.Request, route wire.Route) (
 	}
 	ex.req, ex.body = req, body
 	ex.inject = p.cfg.InjectUsage && req.Stream && !req.IncludeUsage && !req.ContinuousUsage
-	ex.live = p.live.add(promptTokens(req))
 	ex.onGap = p.gapObserver(req)
 	return ex, true
 }
@@ -87,6 +90,7 @@ func (ex *exchange) rewrite(out *http.Request) {
 	out.ContentLength = int64(len(body))
 	out.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	out.Header.Del("Accept-Encoding")
+	out.Header.Del(admission.PriorityHeader) // slogate's own; the engine has no use for it
 	out.GetBody = nil
 	ex.rec = measure.NewRecorder(ex.req.Route, ex.req.Stream, measure.Options{Clock: ex.clock, OnGap: ex.onGap})
 }

@@ -49,6 +49,10 @@ type Config struct {
 	// It becomes 504.
 	UpstreamTimeout time.Duration
 
+	// Admission decides which inference requests go to the engine now, later or not at
+	// all; nil forwards everything.
+	Admission Admitter
+
 	Transport http.RoundTripper // default: a transport tuned for one local upstream
 	Observers []Observer
 	Logger    *slog.Logger  // access log and errors; default discard
@@ -118,6 +122,9 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer p.close(ex)
+	if !p.admit(w, ex) {
+		return
+	}
 	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
 }
 

@@ -53,6 +53,11 @@ func (p *Proxy) report(ex *exchange) {
 	}
 	status, outcome := ex.outcome()
 	res := ex.rec.Finish(status, outcome)
+	res.Tier = ex.tier
+	if ex.ticket != nil {
+		res.Tier, res.QueueWait = ex.ticket.Tier(), ex.ticket.Wait()
+		ex.ticket.Done(res)
+	}
 	if ex.live != nil {
 		p.live.remove(ex.live)
 	}
@@ -108,6 +113,8 @@ func (p *Proxy) accessLog(ex *exchange, res measure.Result) {
 		slog.Int("output_tokens", res.OutputTokens),
 		slog.String("tokens_from", res.Tokens.String()),
 		slog.String("finish_reason", res.FinishReason),
+		slog.String("tier", res.Tier),
+		slog.Float64("queue_ms", ms(res.QueueWait)),
 		slog.String("remote", ex.r.RemoteAddr),
 		slog.String("request_id", ex.r.Header.Get("X-Request-Id")),
 	)

@@ -11,10 +11,14 @@ import (
 	"net/http"
 	"net/url"
 	"os"
+	"os/signal"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"time"
+
+	"github.com/slogate/slogate/admission"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -37,6 +41,12 @@ type serveSettings struct {
 	Engine          string        `flag:"engine" env:"SLOGATE_ENGINE" envDefault:"auto" help:"the engine behind slogate: auto, vllm or sglang"`
 	SLOTTFT         time.Duration `flag:"slo-ttft" env:"SLOGATE_SLO_TTFT" envDefault:"2s" help:"time-to-first-token SLO; a histogram bucket boundary sits exactly on it"`
 	SLOTPOT         time.Duration `flag:"slo-tpot" env:"SLOGATE_SLO_TPOT" envDefault:"100ms" help:"time-per-output-token SLO; a histogram bucket boundary sits exactly on it"`
+	Admission       string        `flag:"admission" env:"SLOGATE_ADMISSION" envDefault:"shadow" help:"admission control: off, shadow (decide and record, never delay or reject) or enforce"`
+	TiersFile       string        `flag:"tiers-file" env:"SLOGATE_TIERS_FILE" envDefault:"" help:"YAML file of admission tiers (reloaded on SIGHUP, on change and on POST /-/reload); empty: the built-in tiers"`
+	StalePolicy     string        `flag:"stale-policy" env:"SLOGATE_STALE_POLICY" envDefault:"open" help:"when engine metrics are stale or missing: open (admit, ignoring them) or closed (answer 503)"`
+	StaleAfter      time.Duration `flag:"stale-after" env:"SLOGATE_STALE_AFTER" envDefault:"5s" help:"engine metrics older than this are stale"`
+	SaturationQueue float64       `flag:"saturation-queue" env:"SLOGATE_SATURATION_QUEUE" envDefault:"8" help:"the engine is saturated when this many requests wait in its queue"`
+	SaturationKV    float64       `flag:"saturation-kv" env:"SLOGATE_SATURATION_KV" envDefault:"0.9" help:"the engine is saturated at this KV-cache usage (reported, or slogate's in-flight tokens against capacity)"`
 	ScrapeInterval  time.Duration `flag:"scrape-interval" env:"SLOGATE_SCRAPE_INTERVAL" envDefault:"1s" help:"how often the engine's /metrics is read"`
 	UpstreamTimeout time.Duration `flag:"upstream-timeout" env:"SLOGATE_UPSTREAM_TIMEOUT" envDefault:"10m" help:"longest wait for the engine's response headers before 504 (0: none)"`
 	MaxBodyBytes    int64         `flag:"max-body-bytes" env:"SLOGATE_MAX_BODY_BYTES" envDefault:"67108864" help:"largest inference request body; larger ones get 413"`
@@ -88,12 +98,14 @@ func runServe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // sidecar is slogate serve's parts, wired.
 type sidecar struct {
-	cfg      serveSettings
-	log      *slog.Logger
-	reg      *prometheus.Registry
-	scraper  *engine.Scraper
-	proxy    *proxy.Proxy
-	draining atomic.Bool
+	cfg       serveSettings
+	log       *slog.Logger
+	reg       *prometheus.Registry
+	scraper   *engine.Scraper
+	admission *admission.Controller
+	reloads   *admission.Reloader // nil without a tiers file
+	proxy     *proxy.Proxy
+	draining  atomic.Bool
 }
 
 // newSidecar wires slogate's parts for cfg; extra observers see every request too.
@@ -112,25 +124,89 @@ func newSidecar(cfg serveSettings, log *slog.Logger, extra ...proxy.Observer) (*
 	sc := &sidecar{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
 	sc.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	sc.scraper = engine.NewScraper(engine.ScraperConfig{BaseURL: cfg.Upstream, Kind: kind, Interval: cfg.ScrapeInterval, APIKey: cfg.UpstreamAPIKey})
-	var inflight lateInFlight
+	var late lateBinding
+	if err := sc.newAdmission(&late); err != nil {
+		return nil, err
+	}
 	metrics := exporter.New(sc.reg, exporter.Options{
 		TTFT: cfg.SLOTTFT, TPOT: cfg.SLOTPOT, NativeHistograms: cfg.NativeHist,
 		ServedModels: func() []string { return sc.scraper.Latest().Models },
-		Engine:       sc.scraper, InFlight: &inflight, Version: buildVersion(),
+		Engine:       sc.scraper, InFlight: &late, Version: buildVersion(),
+		Admission: sc.admission, Reloads: sc.reloads,
 	})
+	late.decisions = metrics
 	sc.proxy = proxy.New(proxy.Config{
 		Upstream: upstream, MaxBodyBytes: cfg.MaxBodyBytes, InjectUsage: cfg.InjectUsage,
 		UpstreamTimeout: cfg.UpstreamTimeout, Observers: append([]proxy.Observer{metrics}, extra...), Logger: log,
+		Admission: sc.admitter(),
 	})
-	inflight.p = sc.proxy
+	late.proxy = sc.proxy
 	return sc, nil
 }
 
-// lateInFlight lets the exporter read the proxy's requests in flight although the proxy
-// is built after the exporter (the proxy needs the exporter as its observer).
-type lateInFlight struct{ p *proxy.Proxy }
+// newAdmission builds the admission controller (and the tiers file's reloader) of cfg.
+func (s *sidecar) newAdmission(late *lateBinding) error {
+	mode, err := admission.ParseMode(s.cfg.Admission)
+	if err != nil {
+		return err
+	}
+	if s.cfg.StalePolicy != "open" && s.cfg.StalePolicy != "closed" {
+		return fmt.Errorf("--stale-policy %q: want open or closed", s.cfg.StalePolicy)
+	}
+	tiers := admission.DefaultConfig()
+	if s.cfg.TiersFile != "" {
+		if tiers, err = admission.LoadConfig(s.cfg.TiersFile); err != nil {
+			return err
+		}
+	}
+	s.admission, err = admission.New(tiers, admission.Options{
+		Mode: mode, SLO: admission.SLO{TTFT: admission.Duration(s.cfg.SLOTTFT), TPOT: admission.Duration(s.cfg.SLOTPOT)},
+		Engine: s.scraper, InFlightKV: late.kvTokens, Observers: []admission.DecisionObserver{late},
+		Saturation: admission.Saturation{
+			QueueDepth: s.cfg.SaturationQueue, KVUsage: s.cfg.SaturationKV,
+			StaleAfter: s.cfg.StaleAfter, FailClosed: s.cfg.StalePolicy == "closed",
+		},
+	})
+	if err != nil {
+		return err
+	}
+	if s.cfg.TiersFile != "" {
+		s.reloads = admission.NewReloader(s.cfg.TiersFile, s.admission)
+	}
+	return nil
+}
 
-func (l *lateInFlight) InFlight() (int, int64) { return l.p.InFlight() }
+// admitter returns the proxy's admission control: none when it is off.
+func (s *sidecar) admitter() proxy.Admitter {
+	if s.admission.Mode() == admission.Off {
+		return nil
+	}
+	return s.admission
+}
+
+// lateBinding connects parts built in an order their dependencies cannot all follow:
+// the exporter and admission read the proxy's requests in flight, and admission reports
+// its decisions to the exporter, although the proxy needs both of them built first.
+type lateBinding struct {
+	proxy     *proxy.Proxy
+	decisions admission.DecisionObserver
+}
+
+func (l *lateBinding) InFlight() (int, int64) { return l.proxy.InFlight() }
+
+func (l *lateBinding) kvTokens() int64 {
+	if l.proxy == nil {
+		return 0
+	}
+	_, kv := l.proxy.InFlight()
+	return kv
+}
+
+func (l *lateBinding) ObserveDecision(d admission.Decision) {
+	if l.decisions != nil {
+		l.decisions.ObserveDecision(d)
+	}
+}
 
 // ready reports why the sidecar should not receive traffic, or nil.
 func (s *sidecar) ready() error {
@@ -155,8 +231,13 @@ func (s *sidecar) run(ctx context.Context, data, admin net.Listener) error {
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
 	wg.Go(func() { _ = s.scraper.Run(bg) })
+	wg.Go(func() { s.admission.Run(bg, 20*time.Millisecond) })
+	if s.reloads != nil {
+		wg.Go(func() { s.reloads.Watch(bg, 5*time.Second) })
+		wg.Go(func() { s.reloadOnSIGHUP(bg) })
+	}
 	wg.Go(func() {
-		h := exporter.AdminHandler(s.reg, s.ready)
+		h := s.adminHandler()
 		if err := exporter.ServeAdmin(bg, admin, h, s.cfg.WebConfigFile, s.log); err != nil {
 			s.log.Error("admin listener failed", "err", err)
 		}
@@ -183,6 +264,45 @@ func (s *sidecar) run(ctx context.Context, data, admin net.Listener) error {
 	case <-ctx.Done():
 	}
 	return s.drain(srv)
+}
+
+// adminHandler is the exporter's admin endpoints plus POST /-/reload of the tiers file.
+func (s *sidecar) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", exporter.AdminHandler(s.reg, s.ready))
+	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
+		if s.reloads == nil {
+			http.Error(w, "no tiers file to reload (--tiers-file is not set)", http.StatusBadRequest)
+			return
+		}
+		if err := s.reloads.Reload(); err != nil {
+			s.log.Error("reloading the tiers file failed", "err", err)
+			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+			return
+		}
+		s.log.Info("tiers file reloaded", "path", s.cfg.TiersFile)
+		_, _ = io.WriteString(w, "reloaded\n")
+	})
+	return mux
+}
+
+// reloadOnSIGHUP reloads the tiers file on every SIGHUP until ctx is done.
+func (s *sidecar) reloadOnSIGHUP(ctx context.Context) {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	defer signal.Stop(hup)
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-hup:
+			if err := s.reloads.Reload(); err != nil {
+				s.log.Error("reloading the tiers file failed", "err", err)
+			} else {
+				s.log.Info("tiers file reloaded", "path", s.cfg.TiersFile)
+			}
+		}
+	}
 }
 
 // drain stops the data listener and waits up to DrainTimeout for requests in flight.

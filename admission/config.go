@@ -1,0 +1,199 @@
+// Package admission decides, for every inference request, whether the engine can serve it
+// inside its SLO now, later (after a short, bounded wait), or not at all.
+//
+// Requests fall into tiers by estimated input length. Each tier has a token bucket for its
+// arrival rate, a cap on requests in flight to the engine (adjusted online from the TTFT
+// and TPOT observed against the tier's SLO), and a bounded FIFO queue with a maximum wait.
+// New requests are also held while the engine is saturated. What cannot be served in time
+// is rejected at once, with the reason and when to retry.
+package admission
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"math"
+	"os"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ErrInvalidConfig wraps every problem found in a tiers file.
+var ErrInvalidConfig = errors.New("admission: invalid tiers configuration")
+
+// Config is the content of a tiers file. Decoding is strict: unknown fields are errors.
+type Config struct {
+	Tiers    []TierConfig `yaml:"tiers"`
+	Feedback Feedback     `yaml:"feedback"`
+	// Calibration records where the limits came from (slogate calibrate writes it); it
+	// is kept as it is and never interpreted here.
+	Calibration yaml.Node `yaml:"calibration,omitempty"`
+}
+
+// TierConfig is one input-length tier.
+type TierConfig struct {
+	Name           string `yaml:"name"`
+	MaxInputTokens int    `yaml:"max_input_tokens"` // 0 on the last tier: no upper bound
+	// Rate and Burst are the token bucket of admitted arrivals; Rate 0 disables it.
+	Rate  float64 `yaml:"rate"`
+	Burst int     `yaml:"burst"`
+	// MaxInFlight caps the tier's requests in flight to the engine; the SLO feedback
+	// moves the working cap between MinInFlight (default 1) and it.
+	MaxInFlight int `yaml:"max_in_flight"`
+	MinInFlight int `yaml:"min_in_flight"`
+	// MaxQueue requests may wait, each at most MaxQueueWait.
+	MaxQueue     int      `yaml:"max_queue"`
+	MaxQueueWait Duration `yaml:"max_queue_wait"`
+	SLO          SLO      `yaml:"slo"` // zero fields take the sidecar's SLOs
+}
+
+// SLO is a latency objective; TTFT counts from dispatch to the engine, TPOT per request.
+type SLO struct {
+	TTFT Duration `yaml:"ttft"`
+	TPOT Duration `yaml:"tpot"`
+}
+
+// Feedback parameters of the in-flight cap controller (see controller.go). Zero values
+// take the defaults.
+type Feedback struct {
+	Interval   Duration `yaml:"interval"`    // how often the cap is reconsidered; default 2s
+	Window     Duration `yaml:"window"`      // observations older than this are forgotten; default 30s
+	MinSamples int      `yaml:"min_samples"` // fewer observations than this change nothing; default 20
+	Backoff    float64  `yaml:"backoff"`     // cap multiplier when an SLO is missed, in (0,1); default 0.9
+	Increase   float64  `yaml:"increase"`    // cap increment when SLOs are met and requests wait; default 1
+}
+
+// Duration is a time.Duration written as "2s" or "100ms" in YAML.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration such as 2s or 100ms", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalYAML writes the duration as a string.
+func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
+
+// LoadConfig reads and validates a tiers file.
+func LoadConfig(path string) (Config, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Config{}, fmt.Errorf("%w: %w", ErrInvalidConfig, err)
+	}
+	return ParseConfig(data)
+}
+
+// ParseConfig decodes a tiers file strictly (unknown fields are errors) and validates it.
+func ParseConfig(data []byte) (Config, error) {
+	var c Config
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil {
+		return Config{}, fmt.Errorf("%w: %v", ErrInvalidConfig, err)
+	}
+	var extra yaml.Node
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return Config{}, fmt.Errorf("%w: a tiers file holds one YAML document", ErrInvalidConfig)
+	}
+	if err := c.Validate(); err != nil {
+		return Config{}, err
+	}
+	return c, nil
+}
+
+// maxTiers bounds the tiers of a file, and with them the tier label's values.
+const maxTiers = 16
+
+// Validate reports the first inconsistent setting.
+func (c Config) Validate() error {
+	if len(c.Tiers) == 0 || len(c.Tiers) > maxTiers {
+		return fmt.Errorf("%w: want 1 to %d tiers, got %d", ErrInvalidConfig, maxTiers, len(c.Tiers))
+	}
+	names := map[string]bool{}
+	prev := 0
+	for i, t := range c.Tiers {
+		last := i == len(c.Tiers)-1
+		bad := func(msg string) error { return fmt.Errorf("%w: tier %d (%q): %s", ErrInvalidConfig, i, t.Name, msg) }
+		switch {
+		case t.Name == "" || len(t.Name) > 32:
+			return bad("needs a name of 1-32 characters")
+		case names[t.Name]:
+			return bad("duplicate name")
+		case !last && t.MaxInputTokens <= prev:
+			return bad("max_input_tokens must grow from tier to tier (only the last may omit it)")
+		case last && t.MaxInputTokens != 0 && t.MaxInputTokens <= prev:
+			return bad("max_input_tokens must be above the previous tier's")
+		case !(t.Rate >= 0) || math.IsInf(t.Rate, 0) || t.Burst < 0 || t.Rate > 0 && t.Burst < 1:
+			return bad("rate must be >= 0 with burst >= 1 when the rate is set")
+		case t.MaxInFlight < 1 || t.MinInFlight < 0 || t.MinInFlight > t.MaxInFlight:
+			return bad("needs 1 <= min_in_flight <= max_in_flight (min defaults to 1)")
+		case t.MaxQueue < 0 || t.MaxQueueWait < 0 || t.MaxQueue > 0 && t.MaxQueueWait == 0:
+			return bad("max_queue >= 0, and max_queue_wait > 0 when there is a queue")
+		case t.SLO.TTFT < 0 || t.SLO.TPOT < 0:
+			return bad("SLOs must not be negative")
+		}
+		names[t.Name] = true
+		prev = t.MaxInputTokens
+	}
+	f := c.Feedback
+	// Written so that NaN fails too (.nan decodes from YAML, and would poison the cap).
+	if f.Interval < 0 || f.Window < 0 || f.MinSamples < 0 || !(f.Increase >= 0) || math.IsInf(f.Increase, 0) || !(f.Backoff >= 0 && f.Backoff < 1) {
+		return fmt.Errorf("%w: feedback: interval, window and min_samples >= 0, increase finite and >= 0, backoff in (0,1)", ErrInvalidConfig)
+	}
+	return nil
+}
+
+// withDefaults returns c with zero values replaced: the sidecar's SLOs on tiers that set
+// none, min_in_flight 1, and the feedback defaults.
+func (c Config) withDefaults(slo SLO) Config {
+	tiers := make([]TierConfig, len(c.Tiers))
+	copy(tiers, c.Tiers)
+	for i := range tiers {
+		t := &tiers[i]
+		if t.SLO.TTFT == 0 {
+			t.SLO.TTFT = slo.TTFT
+		}
+		if t.SLO.TPOT == 0 {
+			t.SLO.TPOT = slo.TPOT
+		}
+		t.MinInFlight = max(t.MinInFlight, 1)
+	}
+	c.Tiers = tiers
+	f := &c.Feedback
+	f.Interval = orDefault(f.Interval, Duration(2*time.Second))
+	f.Window = orDefault(f.Window, Duration(30*time.Second))
+	f.MinSamples = orDefault(f.MinSamples, 20)
+	f.Backoff = orDefault(f.Backoff, 0.9)
+	f.Increase = orDefault(f.Increase, 1)
+	return c
+}
+
+func orDefault[T comparable](v, def T) T {
+	var zero T
+	if v == zero {
+		return def
+	}
+	return v
+}
+
+// DefaultConfig is the configuration used when no tiers file is given: tiers of at most
+// 2K, 8K and 32K input tokens and one above, no rate limit, in-flight caps and queues
+// that shrink as prompts grow, and the sidecar's SLOs.
+func DefaultConfig() Config {
+	tier := func(name string, maxIn, inFlight, queue int, wait time.Duration) TierConfig {
+		return TierConfig{Name: name, MaxInputTokens: maxIn, MaxInFlight: inFlight, MaxQueue: queue, MaxQueueWait: Duration(wait)}
+	}
+	return Config{Tiers: []TierConfig{
+		tier("short", 2048, 64, 128, 2*time.Second),
+		tier("medium", 8192, 32, 64, 4*time.Second),
+		tier("long", 32768, 8, 16, 10*time.Second),
+		tier("xlong", 0, 2, 4, 30*time.Second),
+	}}
+}

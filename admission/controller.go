@@ -1,0 +1,296 @@
+package admission
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/slogate/slogate/engine"
+	"github.com/slogate/slogate/wire"
+	"golang.org/x/time/rate"
+)
+
+// Mode is how admission acts on its decisions.
+type Mode uint8
+
+// The modes.
+const (
+	Off     Mode = iota // no admission: every request is forwarded
+	Shadow              // decide and record everything, but never delay or reject
+	Enforce             // delay and reject as decided
+)
+
+// ParseMode parses "off", "shadow" or "enforce".
+func ParseMode(s string) (Mode, error) {
+	for m, n := range []string{"off", "shadow", "enforce"} {
+		if s == n {
+			return Mode(m), nil
+		}
+	}
+	return Off, fmt.Errorf("admission: unknown mode %q (want off, shadow or enforce)", s)
+}
+
+// String returns "off", "shadow" or "enforce".
+func (m Mode) String() string {
+	return [...]string{"off", "shadow", "enforce"}[min(m, Enforce)]
+}
+
+// Clock tells the time; tests pass a fake one.
+type Clock interface{ Now() time.Time }
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// EngineSource gives the latest engine snapshot.
+type EngineSource interface{ Latest() engine.Snapshot }
+
+// DecisionObserver receives every decision. It is called without admission's lock held
+// and must not block.
+type DecisionObserver interface{ ObserveDecision(Decision) }
+
+// Options configure a Controller.
+type Options struct {
+	Mode       Mode
+	SLO        SLO                // the SLOs of tiers that set none
+	Engine     EngineSource       // nil: no engine signals
+	InFlightKV func() int64       // slogate's KV tokens in flight; nil: not used
+	Saturation Saturation         // when the engine counts as saturated
+	Clock      Clock              // default the wall clock
+	Observers  []DecisionObserver // see every decision
+}
+
+// Request is what admission needs to know of a request.
+type Request struct {
+	Model  string
+	Prompt wire.PromptSize
+	Class  Class
+}
+
+// Controller makes admission decisions. It is safe for concurrent use.
+type Controller struct {
+	opts Options
+	est  estimator
+
+	mu      sync.Mutex
+	fb      Feedback
+	tiers   []*tierState // the current tiers, by growing max_input_tokens
+	retired []*tierState // tiers removed by a reload that still have requests
+}
+
+// New returns a Controller for cfg, which must be valid.
+func New(cfg Config, opts Options) (*Controller, error) {
+	if opts.Clock == nil {
+		opts.Clock = wallClock{}
+	}
+	opts.Saturation = opts.Saturation.withDefaults()
+	c := &Controller{opts: opts}
+	if err := c.Reload(cfg); err != nil {
+		return nil, err
+	}
+	return c, nil
+}
+
+// Mode returns the controller's mode.
+func (c *Controller) Mode() Mode { return c.opts.Mode }
+
+// Reload replaces the tiers with cfg's. A tier that keeps its name keeps its live state
+// (requests in flight and waiting, its working cap clamped to the new bounds); requests
+// of removed tiers finish under their old limits.
+func (c *Controller) Reload(cfg Config) error {
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	cfg = cfg.withDefaults(c.opts.SLO)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.opts.Clock.Now()
+	old := map[string]*tierState{}
+	for _, t := range c.tiers {
+		old[t.cfg.Name] = t
+	}
+	tiers := make([]*tierState, len(cfg.Tiers))
+	for i, tc := range cfg.Tiers {
+		if t, ok := old[tc.Name]; ok {
+			t.configure(tc, now)
+			tiers[i] = t
+			delete(old, tc.Name)
+			continue
+		}
+		tiers[i] = newTierState(tc, now)
+	}
+	for _, t := range old {
+		if t.busy() {
+			c.retired = append(c.retired, t)
+		}
+	}
+	c.tiers, c.fb = tiers, cfg.Feedback
+	return nil
+}
+
+// tierFor returns the tier of a request of n input tokens.
+func (c *Controller) tierFor(n int) *tierState {
+	for _, t := range c.tiers[:len(c.tiers)-1] {
+		if n <= t.cfg.MaxInputTokens {
+			return t
+		}
+	}
+	return c.tiers[len(c.tiers)-1]
+}
+
+// Admit decides on a request. It returns a Ticket once the request may be dispatched —
+// at once, or after waiting in its tier's queue until a slot frees, the wait runs out or
+// ctx ends — or a *Rejection saying why not. In Off mode it always returns a Ticket at
+// once; in Shadow mode too, after recording what Enforce would have done. The caller
+// must call the Ticket's Done when the request ends.
+func (c *Controller) Admit(ctx context.Context, r Request) (*Ticket, error) {
+	if c.opts.Mode == Off {
+		return &Ticket{}, nil
+	}
+	tokens := c.est.tokens(r.Model, r.Prompt)
+	c.mu.Lock()
+	now := c.opts.Clock.Now()
+	t := c.tierFor(tokens)
+	tk := &Ticket{c: c, t: t, class: r.Class, model: r.Model, prompt: r.Prompt, tokens: tokens}
+	d := Decision{Tier: t.cfg.Name, Class: r.Class, Shadow: c.opts.Mode == Shadow}
+	w, rej := c.decide(now, t, tk, &d)
+	c.mu.Unlock()
+	if w == nil {
+		c.observe(d)
+		if rej != nil && !d.Shadow {
+			return nil, rej
+		}
+		return tk, nil
+	}
+	return c.wait(ctx, t, w, d)
+}
+
+// decide makes the immediate decision for tk in tier t at now, under the lock. It
+// returns a waiter when the request must queue (never in shadow mode), or the
+// rejection; with neither, the request is admitted (in shadow mode, always).
+//
+// Shadow mode takes the same decisions on the same state as enforce: a request enforce
+// would turn away, or hold in the queue, is let through but kept out of the tier's
+// in-flight count (see tierState.shadowed); one it would queue takes a place in the
+// queue, virtually, until enforce would have dispatched it or it ends.
+func (c *Controller) decide(now time.Time, t *tierState, tk *Ticket, d *Decision) (*waiter, *Rejection) {
+	reason := c.engineState(now, tk.tokens)
+	if reason == EngineDown {
+		d.Verdict, d.Reason = Rejected, EngineDown
+		c.bypass(d, t, tk)
+		return nil, reject(t, EngineDown, engineRetry, "the engine is down or its metrics are stale")
+	}
+	var res *rate.Reservation // the arrival's token, given back if it is turned away below
+	if t.limiter != nil {
+		res = t.limiter.ReserveN(now, 1)
+		if delay := res.DelayFrom(now); !res.OK() || delay > 0 {
+			res.CancelAt(now)
+			if !res.OK() { // burst < 1, which Validate prevents: no token ever
+				delay = time.Second
+			}
+			d.Verdict, d.Reason = Rejected, TierRate
+			c.bypass(d, t, tk)
+			return nil, reject(t, TierRate, delay, "over its rate of %g requests/s", t.cfg.Rate)
+		}
+	}
+	if reason == NoReason && t.ahead(tk.class) == 0 && t.inFlight < t.slots(tk.class) {
+		d.Verdict = Admitted
+		t.inFlight++
+		tk.start = now
+		return nil, nil
+	}
+	d.Reason = reason
+	if d.Reason == NoReason {
+		d.Reason = InFlightCap
+	}
+	w, rej := c.queue(now, t, tk, d)
+	if rej != nil && res != nil {
+		res.CancelAt(now)
+	}
+	return w, rej
+}
+
+// queue puts a request that cannot start now in its tier's queue, or rejects it when
+// the queue is full or the wait would be too long.
+func (c *Controller) queue(now time.Time, t *tierState, tk *Ticket, d *Decision) (*waiter, *Rejection) {
+	wait := time.Duration(t.cfg.MaxQueueWait)
+	if t.cfg.MaxQueue == 0 {
+		// Without a queue, a request the cap holds back is turned away as from a full
+		// queue; one the engine holds back, as saturated.
+		if d.Reason == InFlightCap {
+			d.Reason = QueueFull
+		}
+		d.Verdict = Rejected
+		c.bypass(d, t, tk)
+		return nil, reject(t, d.Reason, time.Second, "no capacity now and no queue (%s)", d.Reason)
+	}
+	if predicted := t.predictWait(now, t.ahead(tk.class)); predicted > wait {
+		d.Verdict, d.Reason = Rejected, PredictedLate
+		c.bypass(d, t, tk)
+		return nil, reject(t, PredictedLate, predicted, "the predicted wait of %s exceeds the tier's %s", predicted.Round(time.Millisecond), wait)
+	}
+	if t.queued >= t.cfg.MaxQueue {
+		victim := t.victim(tk.class)
+		if victim == nil {
+			d.Verdict, d.Reason = Rejected, QueueFull
+			c.bypass(d, t, tk)
+			return nil, reject(t, QueueFull, max(t.predictWait(now, t.queued), time.Second), "the queue of %d is full", t.cfg.MaxQueue)
+		}
+		t.remove(victim)
+		victim.ch <- grant{err: reject(t, Shed, time.Second, "shed for a request of a higher class"), wait: now.Sub(victim.enqueued)}
+	}
+	w := &waiter{class: tk.class, tokens: tk.tokens, enqueued: now, deadline: now.Add(wait), ch: make(chan grant, 1), ticket: tk}
+	t.enqueue(w)
+	if d.Shadow {
+		d.Verdict = Queued
+		w.virtual, tk.virtual = true, w
+		c.bypass(d, t, tk)
+		return nil, nil
+	}
+	return w, nil
+}
+
+// bypass lets a request that enforce would turn away or hold through in shadow mode,
+// outside the tier's in-flight count.
+func (c *Controller) bypass(d *Decision, t *tierState, tk *Ticket) {
+	if d.Shadow {
+		t.shadowed++
+		tk.shadowed = true
+	}
+}
+
+// wait blocks until the waiter is granted, rejected, or its client goes away.
+func (c *Controller) wait(ctx context.Context, t *tierState, w *waiter, d Decision) (*Ticket, error) {
+	select {
+	case g := <-w.ch:
+		return c.granted(g, d)
+	case <-ctx.Done():
+	}
+	c.mu.Lock()
+	removed := t.remove(w)
+	var rej *Rejection
+	if removed {
+		d.Verdict, d.Reason, d.Wait = Rejected, ClientGone, c.opts.Clock.Now().Sub(w.enqueued)
+		rej = reject(t, ClientGone, 0, "the client went away after %s in the queue", d.Wait.Round(time.Millisecond))
+		rej.cause = ctx.Err()
+	}
+	c.mu.Unlock()
+	if !removed { // granted or rejected meanwhile
+		return c.granted(<-w.ch, d)
+	}
+	c.observe(d)
+	return nil, rej
+}
+
+func (c *Controller) granted(g grant, d Decision) (*Ticket, error) {
+	d.Wait = g.wait
+	if g.err != nil {
+		d.Verdict, d.Reason = Rejected, g.err.Reason
+		c.observe(d)
+		return nil, g.err
+	}
+	d.Verdict = Queued
+	c.observe(d)
+	return g.ticket, nil
+}

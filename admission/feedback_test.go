@@ -1,0 +1,215 @@
+package admission
+
+import (
+	"testing"
+	"time"
+
+	"github.com/slogate/slogate/measure"
+)
+
+func TestP95NearestRank(t *testing.T) {
+	seq := func(n int) []sample { // 1ms .. n ms, shuffled a little
+		s := make([]sample, n)
+		for i := range s {
+			s[(i*7)%n] = sample{v: time.Duration(i+1) * time.Millisecond}
+		}
+		return s
+	}
+	tests := []struct {
+		name string
+		s    []sample
+		min  int
+		want time.Duration
+	}{
+		{name: "none", s: nil, want: 0},
+		{name: "fewer than min", s: seq(19), min: 20, want: 0},
+		{name: "one", s: seq(1), want: time.Millisecond},
+		{name: "20: the 19th", s: seq(20), min: 20, want: 19 * time.Millisecond},
+		{name: "21: ceil(19.95) = 20th", s: seq(21), want: 20 * time.Millisecond},
+		{name: "100: the 95th", s: seq(100), want: 95 * time.Millisecond},
+		{name: "101: ceil(95.95) = 96th", s: seq(101), want: 96 * time.Millisecond},
+		{name: "2: the 2nd", s: seq(2), want: 2 * time.Millisecond},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if got := p95(tt.s, tt.min); got != tt.want {
+				t.Fatalf("p95 = %v, want %v", got, tt.want)
+			}
+		})
+	}
+}
+
+// TestAdjust runs one round of the AIMD controller on a tier in a known state.
+func TestAdjust(t *testing.T) {
+	const sloTTFT, sloTPOT = time.Second, 100 * time.Millisecond
+	fb := Feedback{Interval: Duration(2 * time.Second), Window: Duration(30 * time.Second), MinSamples: 20, Backoff: 0.5, Increase: 1}
+	many := func(n int, v time.Duration) []time.Duration {
+		s := make([]time.Duration, n)
+		for i := range s {
+			s[i] = v
+		}
+		return s
+	}
+	tests := []struct {
+		name       string
+		limit      float64
+		min, max   int
+		queued     int
+		ttft, tpot []time.Duration
+		age        time.Duration // of every observation
+		sinceLast  time.Duration // since the previous round; 0: never ran
+		noSLO      bool          // else sloTTFT, sloTPOT
+		want       float64
+	}{
+		{name: "TTFT missed: multiplied by backoff", limit: 10, min: 1, max: 10, ttft: many(20, 2*sloTTFT), want: 5},
+		{name: "TPOT missed: multiplied by backoff", limit: 10, min: 1, max: 10, tpot: many(20, 2*sloTPOT), want: 5},
+		{name: "missed while requests wait: still backs off", limit: 10, min: 1, max: 10, queued: 3, ttft: many(20, 2*sloTTFT), want: 5},
+		{name: "backoff stops at min", limit: 3, min: 2, max: 10, ttft: many(20, 2*sloTTFT), want: 2},
+		{name: "backoff at min stays", limit: 2, min: 2, max: 10, ttft: many(20, 2*sloTTFT), want: 2},
+		{name: "met and waiting: additive increase", limit: 5, min: 1, max: 10, queued: 1, ttft: many(20, sloTTFT/2), tpot: many(20, sloTPOT/2), want: 6},
+		{name: "increase stops at max", limit: 9.5, min: 1, max: 10, queued: 1, ttft: many(20, sloTTFT/2), want: 10},
+		{name: "exactly on the SLO is met", limit: 5, min: 1, max: 10, queued: 1, ttft: many(20, sloTTFT), tpot: many(20, sloTPOT), want: 6},
+		{name: "met, nobody waiting: unchanged", limit: 5, min: 1, max: 10, ttft: many(20, sloTTFT/2), want: 5},
+		{name: "fewer than min_samples: unchanged", limit: 10, min: 1, max: 10, queued: 1, ttft: many(19, 2*sloTTFT), want: 10},
+		{name: "only old observations: unchanged", limit: 10, min: 1, max: 10, ttft: many(40, 2*sloTTFT), age: 31 * time.Second, want: 10},
+		{name: "observations at the window's edge count", limit: 10, min: 1, max: 10, ttft: many(20, 2*sloTTFT), age: 30 * time.Second, want: 5},
+		{name: "before the interval: unchanged", limit: 10, min: 1, max: 10, ttft: many(20, 2*sloTTFT), sinceLast: 2*time.Second - 1, want: 10},
+		{name: "at the interval: runs", limit: 10, min: 1, max: 10, ttft: many(20, 2*sloTTFT), sinceLast: 2 * time.Second, want: 5},
+		{name: "one slow in 20 is under p95", limit: 5, min: 1, max: 10, queued: 1, ttft: append(many(19, sloTTFT/2), 10*sloTTFT), want: 6},
+		{name: "two slow in 20 reach p95", limit: 10, min: 1, max: 10, ttft: append(many(18, sloTTFT/2), 10*sloTTFT, 10*sloTTFT), want: 5},
+		{name: "no SLO set: never missed", limit: 5, min: 1, max: 10, queued: 1, ttft: many(20, time.Hour), noSLO: true, want: 6},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			slo := SLO{TTFT: Duration(sloTTFT), TPOT: Duration(sloTPOT)}
+			if tt.noSLO {
+				slo = SLO{}
+			}
+			now := epoch
+			ts := newTierState(TierConfig{Name: "t", MinInFlight: tt.min, MaxInFlight: tt.max, SLO: slo}, now)
+			ts.limit, ts.queued = tt.limit, tt.queued
+			if tt.sinceLast > 0 {
+				ts.adjusted = now.Add(-tt.sinceLast)
+			}
+			for _, v := range tt.ttft {
+				ts.slo.observe(now.Add(-tt.age), v, 0)
+			}
+			for _, v := range tt.tpot {
+				ts.slo.observe(now.Add(-tt.age), 0, v)
+			}
+			changed := ts.adjust(now, fb)
+			if ts.limit != tt.want || changed != (tt.want != tt.limit) {
+				t.Fatalf("limit %v (changed %v), want %v", ts.limit, changed, tt.want)
+			}
+			if tt.want < tt.limit && (len(ts.slo.ttft) != 0 || len(ts.slo.tpot) != 0) {
+				t.Fatalf("a backoff keeps %d+%d observations; the window must restart", len(ts.slo.ttft), len(ts.slo.tpot))
+			}
+		})
+	}
+}
+
+// feedbackConfig is a tier with cap 4 that may fall to 1, adjusted every 2s after 5
+// observations; requests wait up to a minute.
+func feedbackConfig() Config {
+	cfg := tierConfig(func(tc *TierConfig) { tc.MaxInFlight, tc.MaxQueue, tc.MaxQueueWait = 4, 8, Duration(time.Minute) })
+	cfg.Feedback = Feedback{Interval: Duration(2 * time.Second), MinSamples: 5, Backoff: 0.5}
+	return cfg
+}
+
+func (h *harness) finishWith(n int, res measure.Result) {
+	h.t.Helper()
+	for range n {
+		h.admitNow(req(1)).Done(res)
+	}
+}
+
+// Through the Controller: results fed by Done, the controller run by Tick.
+func TestFeedbackLoop(t *testing.T) {
+	h := newHarness(t, Enforce, feedbackConfig())
+	slow := measure.Result{Stream: true, Outcome: measure.OK, TTFT: 3 * time.Second, TPOT: 10 * time.Millisecond}
+	fast := measure.Result{Stream: true, Outcome: measure.OK, TTFT: 100 * time.Millisecond, TPOT: 10 * time.Millisecond}
+
+	h.finishWith(5, slow)
+	h.c.Tick()
+	if st := h.only(); st.Limit != 2 || st.P95TTFT != 3*time.Second || st.P95TPOT != 10*time.Millisecond {
+		t.Fatalf("after misses: limit %v p95 %v/%v, want 2, 3s/10ms", st.Limit, st.P95TTFT, st.P95TPOT)
+	}
+	h.finishWith(5, slow)
+	h.clock.Advance(time.Second)
+	h.c.Tick() // within the interval
+	if st := h.only(); st.Limit != 2 {
+		t.Fatalf("limit %v changed before the interval", st.Limit)
+	}
+	h.clock.Advance(time.Second)
+	h.c.Tick()
+	if st := h.only(); st.Limit != 1 {
+		t.Fatalf("limit %v, want 1 (the floor)", st.Limit)
+	}
+
+	// SLOs met but nobody waiting: the cap stays.
+	h.finishWith(5, fast)
+	h.clock.Advance(2 * time.Second)
+	h.c.Tick()
+	if st := h.only(); st.Limit != 1 {
+		t.Fatalf("limit %v grew with nobody waiting", st.Limit)
+	}
+
+	// Met and a request waits: the cap grows, and the waiter goes at once.
+	a := h.admitNow(req(1))
+	p := h.admitAsync(req(1), 1)
+	h.clock.Advance(2 * time.Second)
+	h.c.Tick()
+	b := h.granted(p)
+	if st := h.only(); st.Limit != 2 || st.InFlight != 2 {
+		t.Fatalf("limit %v in flight %d, want 2 and 2", st.Limit, st.InFlight)
+	}
+	a.Done(fast)
+	b.Done(fast)
+}
+
+func TestFeedbackOnlyOKStreams(t *testing.T) {
+	tests := []struct {
+		name string
+		res  measure.Result
+		fed  bool
+	}{
+		{name: "ok stream", res: measure.Result{Stream: true, Outcome: measure.OK, TTFT: time.Minute, TPOT: time.Second}, fed: true},
+		{name: "ok, not streamed", res: measure.Result{Outcome: measure.OK, TTFT: time.Minute, TPOT: time.Second}},
+		{name: "stream broke off", res: measure.Result{Stream: true, Outcome: measure.AbortedMidstream, TTFT: time.Minute, TPOT: time.Second}},
+		{name: "client cancelled", res: measure.Result{Stream: true, Outcome: measure.ClientCancelled, TTFT: time.Minute}},
+		{name: "upstream error", res: measure.Result{Stream: true, Outcome: measure.UpstreamError, TTFT: time.Minute}},
+		{name: "upstream timeout", res: measure.Result{Stream: true, Outcome: measure.UpstreamTimeout, TTFT: time.Minute}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, Enforce, feedbackConfig())
+			h.finishWith(5, tt.res)
+			h.c.Tick()
+			st := h.only()
+			if fed := st.P95TTFT != 0; fed != tt.fed || (st.Limit < 4) != tt.fed {
+				t.Fatalf("p95 TTFT %v, limit %v: fed = %v, want %v", st.P95TTFT, st.Limit, fed, tt.fed)
+			}
+		})
+	}
+}
+
+// In shadow mode a request held in the virtual queue is demand the cap may grow for.
+func TestFeedbackShadowDemand(t *testing.T) {
+	h := newHarness(t, Shadow, feedbackConfig())
+	fast := measure.Result{Stream: true, Outcome: measure.OK, TTFT: 100 * time.Millisecond, TPOT: 10 * time.Millisecond}
+	h.c.mu.Lock()
+	h.c.tiers[0].limit = 1
+	h.c.mu.Unlock()
+	h.finishWith(5, fast)
+	a, b := h.admitNow(req(1)), h.admitNow(req(1))
+	wantDecision(t, h.rec.last(t), Decision{Verdict: Queued, Reason: InFlightCap, Shadow: true})
+	h.c.Tick()
+	if st := h.only(); st.Limit != 2 || st.queuedTotal() != 0 || st.InFlight != 2 {
+		t.Fatalf("stats %+v, want limit 2 and b (virtually) dispatched", st)
+	}
+	a.Done(fast)
+	b.Done(fast)
+	if st := h.only(); st.InFlight != 0 {
+		t.Fatalf("in flight %d", st.InFlight)
+	}
+}

@@ -1,0 +1,206 @@
+package admission
+
+import (
+	"context"
+	"time"
+
+	"github.com/slogate/slogate/engine"
+	"github.com/slogate/slogate/measure"
+	"github.com/slogate/slogate/wire"
+)
+
+// Saturation says when the engine counts as saturated: new requests then wait (or are
+// turned away) whatever their tier's limits allow. Zero values take the defaults.
+type Saturation struct {
+	QueueDepth float64       // the engine's waiting requests at which it is saturated; default 8
+	KVUsage    float64       // KV-cache usage (engine-reported, or slogate's own in-flight tokens against capacity) at which it is saturated; default 0.9
+	StaleAfter time.Duration // engine data older than this is stale; default 5s
+	FailClosed bool          // stale or missing engine data means the engine is down (503); default: ignore it
+}
+
+func (s Saturation) withDefaults() Saturation {
+	s.QueueDepth = orDefault(s.QueueDepth, 8)
+	s.KVUsage = orDefault(s.KVUsage, 0.9)
+	s.StaleAfter = orDefault(s.StaleAfter, 5*time.Second)
+	return s
+}
+
+// engineRetry is the Retry-After of requests turned away because the engine is down.
+const engineRetry = 5 * time.Second
+
+// engineState reports whether the engine can take a request of n more KV tokens now:
+// NoReason, Saturated, or EngineDown.
+func (c *Controller) engineState(now time.Time, n int) Reason {
+	if c.opts.Engine == nil {
+		return NoReason
+	}
+	s := c.opts.Saturation
+	snap := c.opts.Engine.Latest()
+	fresh := snap.Up && snap.Age(now) <= s.StaleAfter
+	if !fresh && s.FailClosed {
+		return EngineDown
+	}
+	// A request that fits the engine alone is never held for slogate's own count: with
+	// nothing in flight it can only be the engine's limits that stop it.
+	capacity := snap.KVCapacityTokens
+	if c.opts.InFlightKV != nil && engine.Known(capacity) && capacity > 0 {
+		if inFlight := c.opts.InFlightKV(); inFlight > 0 && float64(inFlight+int64(n)) > s.KVUsage*capacity {
+			return Saturated
+		}
+	}
+	if fresh && (snap.Waiting >= s.QueueDepth || snap.KVUsage >= s.KVUsage) { // NaN compares false
+		return Saturated
+	}
+	return NoReason
+}
+
+// pump dispatches waiters of t in priority order while the engine and the tier have room;
+// it runs under the lock.
+func (c *Controller) pump(now time.Time, t *tierState) {
+	for w := t.head(); w != nil; w = t.head() {
+		if t.inFlight >= t.slots(w.class) || c.engineState(now, w.tokens) != NoReason {
+			return
+		}
+		t.remove(w)
+		t.inFlight++
+		if w.virtual { // shadow mode: already in flight, now inside the count as well
+			t.shadowed--
+			w.ticket.shadowed, w.ticket.virtual = false, nil
+			continue
+		}
+		w.ticket.start, w.ticket.wait = now, now.Sub(w.enqueued)
+		w.ch <- grant{ticket: w.ticket, wait: w.ticket.wait}
+	}
+}
+
+// Tick does what time alone triggers: waiters past their deadline are turned away
+// (QueueTimeout, or EngineDown when the engine is down and the policy is closed), queues
+// move on when the engine stops being saturated, and the SLO feedback runs. Run calls it
+// periodically; tests call it with a fake clock.
+func (c *Controller) Tick() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.opts.Clock.Now()
+	down := c.engineState(now, 0) == EngineDown
+	for _, t := range c.all() {
+		for w := t.head(); w != nil && down; w = t.head() {
+			t.remove(w)
+			w.ch <- grant{err: reject(t, EngineDown, engineRetry, "the engine is down or its metrics are stale"), wait: now.Sub(w.enqueued)}
+		}
+		c.expire(now, t)
+		t.adjust(now, c.fb)
+		c.pump(now, t)
+	}
+	c.dropRetired()
+}
+
+// expire turns away the waiters of t whose deadline has passed.
+func (c *Controller) expire(now time.Time, t *tierState) {
+	for k := range t.queue {
+		for _, w := range append([]*waiter(nil), t.queue[k]...) {
+			if !now.Before(w.deadline) {
+				t.remove(w)
+				w.ch <- grant{err: reject(t, QueueTimeout, time.Second, "waited %s without a slot", time.Duration(t.cfg.MaxQueueWait)), wait: now.Sub(w.enqueued)}
+			}
+		}
+	}
+}
+
+func (c *Controller) all() []*tierState {
+	return append(c.tiers[:len(c.tiers):len(c.tiers)], c.retired...)
+}
+
+func (c *Controller) dropRetired() {
+	kept := c.retired[:0]
+	for _, t := range c.retired {
+		if t.busy() {
+			kept = append(kept, t)
+		}
+	}
+	c.retired = kept
+}
+
+// Run calls Tick every interval until ctx is done.
+func (c *Controller) Run(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			c.Tick()
+		}
+	}
+}
+
+func (c *Controller) observe(d Decision) {
+	for _, o := range c.opts.Observers {
+		o.ObserveDecision(d)
+	}
+}
+
+// Ticket is an admitted request's place in its tier. Done must be called once when the
+// request ends.
+type Ticket struct {
+	c      *Controller // nil in Off mode: Done does nothing
+	t      *tierState
+	class  Class
+	model  string
+	prompt wire.PromptSize
+	tokens int
+	start  time.Time
+	wait   time.Duration
+
+	// Shadow mode, guarded by the Controller's lock: the ticket is counted in its tier's
+	// shadowed requests rather than inFlight, and virtual is its place in the queue while
+	// enforce would still hold it there.
+	shadowed bool
+	virtual  *waiter
+}
+
+// Tier returns the name of the ticket's tier ("" in Off mode).
+func (tk *Ticket) Tier() string {
+	if tk.t == nil {
+		return ""
+	}
+	return tk.t.cfg.Name
+}
+
+// Wait returns how long the request waited in the queue.
+func (tk *Ticket) Wait() time.Duration { return tk.wait }
+
+// EstimatedTokens returns the input length admission estimated for the request.
+func (tk *Ticket) EstimatedTokens() int { return tk.tokens }
+
+// Done releases the request's slot and feeds what was measured back: its TTFT and TPOT
+// to the tier's SLO feedback (streams that ended ok), its prompt's token count to the
+// estimator, and its completion to the tier's service rate. It moves the queue on.
+func (tk *Ticket) Done(res measure.Result) {
+	c := tk.c
+	if c == nil {
+		return
+	}
+	tk.c = nil // a second Done releases nothing
+	if res.InputTokens > 0 {
+		c.est.learn(tk.model, tk.prompt, res.InputTokens)
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.opts.Clock.Now()
+	t := tk.t
+	if tk.virtual != nil { // ended while enforce would still have held it
+		t.remove(tk.virtual)
+		tk.virtual = nil
+	}
+	if tk.shadowed {
+		t.shadowed--
+	} else {
+		t.inFlight--
+	}
+	t.finish(now)
+	if res.Outcome == measure.OK && res.Stream {
+		t.slo.observe(now, res.TTFT, res.TPOT)
+	}
+	c.pump(now, t)
+}

@@ -1,0 +1,53 @@
+package admission
+
+import "time"
+
+// TierStats is a tier's state at one moment, for metrics and the status page.
+type TierStats struct {
+	Name           string
+	MaxInputTokens int     // 0: no upper bound
+	InFlight       int     // requests in flight (in shadow mode, also those enforce would have held)
+	Limit          float64 // the working in-flight cap
+	MinInFlight    int
+	MaxInFlight    int
+	Queued         [numClasses]int // waiting requests by class
+	MaxQueue       int
+	MaxQueueWait   time.Duration
+	Rate           float64 // 0: no rate limit
+	Burst          int
+	SLO            SLO
+	P95TTFT        time.Duration // as of the last feedback round; 0 unknown
+	P95TPOT        time.Duration
+	ServiceRate    float64 // completions per second over the last 10 s; 0 unknown
+}
+
+// Stats is the controller's state at one moment.
+type Stats struct {
+	Mode   Mode
+	Engine Reason // NoReason, Saturated or EngineDown, as a new request would see it
+	Tiers  []TierStats
+}
+
+// Stats returns a snapshot of every current tier. Safe for concurrent use.
+func (c *Controller) Stats() Stats {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.opts.Clock.Now()
+	st := Stats{Mode: c.opts.Mode, Engine: c.engineState(now, 0)}
+	for _, t := range c.tiers {
+		ts := TierStats{
+			Name: t.cfg.Name, MaxInputTokens: t.cfg.MaxInputTokens, InFlight: t.inFlight + t.shadowed, Limit: t.limit,
+			MinInFlight: t.cfg.MinInFlight, MaxInFlight: t.cfg.MaxInFlight, MaxQueue: t.cfg.MaxQueue,
+			MaxQueueWait: time.Duration(t.cfg.MaxQueueWait), Rate: t.cfg.Rate, Burst: t.cfg.Burst, SLO: t.cfg.SLO,
+			P95TTFT: t.slo.p95TTFT, P95TPOT: t.slo.p95TPOT, ServiceRate: t.serviceRate(now),
+		}
+		for k := range t.queue {
+			ts.Queued[k] = len(t.queue[k])
+		}
+		st.Tiers = append(st.Tiers, ts)
+	}
+	return st
+}
+
+// Classes lists every class, for pre-creating metric series.
+func Classes() []Class { return []Class{Interactive, Batch, Probe} }

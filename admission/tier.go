@@ -1,0 +1,166 @@
+package admission
+
+import (
+	"slices"
+	"time"
+
+	"golang.org/x/time/rate"
+)
+
+// tierState is the live state of one tier. All of it is guarded by the Controller's lock.
+type tierState struct {
+	cfg      TierConfig
+	limiter  *rate.Limiter // nil when the tier has no rate
+	inFlight int
+	// shadowed counts, in shadow mode, the requests in flight that enforce would not have
+	// dispatched (yet): turned away, or still in the (virtual) queue. They are outside
+	// inFlight, so the shadow decisions see the tier as enforce would have left it.
+	shadowed int
+	limit    float64 // the working in-flight cap, in [MinInFlight, MaxInFlight]
+	queue    [numClasses][]*waiter
+	queued   int
+	slo      sloWindow
+	finished []time.Time // recent completions, oldest first, for the service rate
+	adjusted time.Time   // when the feedback last ran
+}
+
+// waiter is a request waiting in a tier's queue. Its channel receives exactly one
+// outcome: a ticket, or a rejection.
+type waiter struct {
+	class    Class
+	tokens   int
+	enqueued time.Time
+	deadline time.Time
+	ch       chan grant
+	ticket   *Ticket // the ticket it will get when granted
+	virtual  bool    // shadow mode: its request is already in flight; nobody reads ch
+}
+
+type grant struct {
+	ticket *Ticket
+	err    *Rejection
+	wait   time.Duration // time spent in the queue
+}
+
+// serviceWindow is how far back completions count towards a tier's service rate, and
+// maxFinished how many of them are kept.
+const (
+	serviceWindow = 10 * time.Second
+	maxFinished   = 256
+)
+
+func newTierState(cfg TierConfig, now time.Time) *tierState {
+	t := &tierState{limit: float64(cfg.MaxInFlight)}
+	t.configure(cfg, now)
+	return t
+}
+
+// configure applies a (new) configuration at now, keeping the live state.
+func (t *tierState) configure(cfg TierConfig, now time.Time) {
+	t.cfg = cfg
+	switch {
+	case cfg.Rate <= 0:
+		t.limiter = nil
+	case t.limiter == nil:
+		t.limiter = rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst)
+	default: // at the controller's clock, not the wall clock SetLimit would use
+		t.limiter.SetLimitAt(now, rate.Limit(cfg.Rate))
+		t.limiter.SetBurstAt(now, cfg.Burst)
+	}
+	t.limit = min(max(t.limit, float64(cfg.MinInFlight)), float64(cfg.MaxInFlight))
+}
+
+// slots returns how many requests of class c may be in flight: the whole cap for
+// interactive requests; lower classes leave a fifth of it (rounded down) as headroom.
+func (t *tierState) slots(c Class) int {
+	limit := max(int(t.limit), 1)
+	if c == Interactive {
+		return limit
+	}
+	return limit - limit/5
+}
+
+// ahead returns the waiters that would be served before a new request of class c.
+func (t *tierState) ahead(c Class) int {
+	n := 0
+	for k := Interactive; k <= c; k++ {
+		n += len(t.queue[k])
+	}
+	return n
+}
+
+// serviceRate returns the tier's recent completions per second, or 0 when too few
+// completions are known to tell: n completions since the first of the window span n-1
+// intervals (and the time since the last, so an idle tier's rate decays).
+func (t *tierState) serviceRate(now time.Time) float64 {
+	i, _ := slices.BinarySearchFunc(t.finished, now.Add(-serviceWindow), func(a, b time.Time) int { return a.Compare(b) })
+	recent := t.finished[i:]
+	if len(recent) < 2 {
+		return 0
+	}
+	span := now.Sub(recent[0]).Seconds()
+	if span <= 0 {
+		return 0
+	}
+	return float64(len(recent)-1) / span
+}
+
+// predictWait estimates the wait of a request with n requests ahead of it: the time for
+// the tier to finish n+1 requests at its recent service rate; 0 when it cannot tell.
+func (t *tierState) predictWait(now time.Time, n int) time.Duration {
+	r := t.serviceRate(now)
+	if r == 0 {
+		return 0
+	}
+	return time.Duration(float64(n+1) / r * float64(time.Second))
+}
+
+// busy reports whether the tier has requests in flight or waiting.
+func (t *tierState) busy() bool { return t.inFlight > 0 || t.shadowed > 0 || t.queued > 0 }
+
+// finish records a completion at now, for the service rate.
+func (t *tierState) finish(now time.Time) {
+	if len(t.finished) >= maxFinished {
+		t.finished = t.finished[1:]
+	}
+	t.finished = append(t.finished, now)
+}
+
+// enqueue adds w at the back of its class's queue.
+func (t *tierState) enqueue(w *waiter) {
+	t.queue[w.class] = append(t.queue[w.class], w)
+	t.queued++
+}
+
+// remove takes w out of the queue, reporting whether it was there.
+func (t *tierState) remove(w *waiter) bool {
+	q := t.queue[w.class]
+	i := slices.Index(q, w)
+	if i < 0 {
+		return false
+	}
+	t.queue[w.class] = slices.Delete(q, i, i+1)
+	t.queued--
+	return true
+}
+
+// victim returns the newest waiter of the lowest class below c, to shed for a request of
+// class c when the queue is full; nil when there is none.
+func (t *tierState) victim(c Class) *waiter {
+	for k := numClasses - 1; k > c; k-- {
+		if q := t.queue[k]; len(q) > 0 {
+			return q[len(q)-1]
+		}
+	}
+	return nil
+}
+
+// head returns the first waiter in priority order, or nil.
+func (t *tierState) head() *waiter {
+	for k := Interactive; k < numClasses; k++ {
+		if q := t.queue[k]; len(q) > 0 {
+			return q[0]
+		}
+	}
+	return nil
+}
