@@ -9,7 +9,7 @@ FUZZTIME ?= 5s
 FUZZ_TARGETS := \
 	./wire:FuzzInspect ./wire:FuzzSSE ./wire:FuzzDecodeChunk ./wire:FuzzScanChunk \
 	./enginesim:FuzzParseFaults ./enginesim:FuzzTokenize ./enginesim:FuzzTokenizePrompt \
-	./engine:FuzzRead ./proxy:FuzzProxyRequest
+	./engine:FuzzRead ./proxy:FuzzProxyRequest ./admission:FuzzParseConfig
 
 .PHONY: all build test vet unit fuzz bench deps clean
 
