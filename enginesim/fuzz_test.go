@@ -1,6 +1,8 @@
 package enginesim
 
 import (
+	"encoding/json"
+	"slices"
 	"strings"
 	"testing"
 
@@ -74,6 +76,27 @@ func FuzzTokenizePrompt(f *testing.F) {
 			if id < 0 || id >= tok.vocab {
 				t.Fatalf("id %d outside [0, %d) for body %q", id, tok.vocab, body)
 			}
+		}
+	})
+}
+
+// FuzzParseIDs: the fast path for token-id prompts agrees with encoding/json on every
+// input it accepts.
+func FuzzParseIDs(f *testing.F) {
+	for _, s := range []string{"[1,2,3]", "[ 0 , 17 ]", "[]", "[01]", "[1,]", "[1 2]", "[-1]", "[1.5]", `["a"]`, "[99999999999]"} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, raw []byte) {
+		ids, ok := parseIDs(raw)
+		if !ok {
+			return
+		}
+		var want []int
+		if err := json.Unmarshal(raw, &want); err != nil {
+			t.Fatalf("parseIDs accepted %q, which encoding/json rejects: %v", raw, err)
+		}
+		if !slices.Equal(ids, want) {
+			t.Fatalf("parseIDs(%q) = %v, encoding/json says %v", raw, ids, want)
 		}
 	})
 }

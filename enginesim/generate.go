@@ -17,6 +17,7 @@ type job struct {
 	arrival time.Time
 	model   string
 	hashes  []uint64
+	script  []string // the scripted answer's pieces, if any (script.go)
 	id      uint64
 	seed    uint64
 	created int64
@@ -46,7 +47,7 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j.arrival = arrival
-	if !sleepCtx(r.Context(), s.cfg.Profile.APILatency) {
+	if !sleepCtx(r.Context(), s.scaled(s.cfg.Profile.APILatency)) {
 		return
 	}
 	st := s.submit(j)
@@ -93,6 +94,12 @@ func (s *Server) admitJob(r *http.Request) (*job, int, *wire.APIError) {
 		return nil, http.StatusBadRequest, badRequest(err.Error())
 	}
 	j := &job{req: req, model: p.Model, prompt: len(ids), faults: s.cfg.Faults.merge(faults), created: time.Now().Unix()}
+	if route == wire.RouteChatCompletions {
+		var tools bool
+		if j.script, tools = s.tok.script(body); tools {
+			return nil, http.StatusBadRequest, badRequest("the simulated engine has no tool parser; requests with tools are not served")
+		}
+	}
 	if apiErr := s.fitContext(j); apiErr != nil {
 		return nil, http.StatusBadRequest, apiErr
 	}
@@ -140,8 +147,13 @@ func (s *Server) submit(j *job) *stream {
 	j.seed = j.id * 0x2545f4914f6cdd1d
 	j.output, j.reason = j.req.MaxTokens, "length"
 	if !j.req.IgnoreEOS {
-		// Without ignore_eos the answer ends where the model would stop: 16-511 tokens.
-		if natural := 16 + int(j.seed>>40)%496; natural < j.output {
+		// Without ignore_eos the answer ends where the model would stop: after its
+		// scripted answer, or after 16-511 tokens.
+		natural := 16 + int(j.seed>>40)%496
+		if j.script != nil {
+			natural = len(j.script)
+		}
+		if natural < j.output {
 			j.output, j.reason = natural, "stop"
 		}
 	}

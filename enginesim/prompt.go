@@ -1,6 +1,7 @@
 package enginesim
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -40,8 +41,12 @@ func (t tokenizer) tokenize(route wire.Route, body []byte) ([]int, error) {
 }
 
 func (t tokenizer) tokenizePrompt(raw json.RawMessage) ([]int, error) {
+	raw = bytes.Trim(raw, jsonSpace)
+	if ids, ok := parseIDs(raw); ok {
+		return t.checkIDs(ids)
+	}
 	var text string
-	if json.Unmarshal(raw, &text) == nil {
+	if len(raw) > 0 && raw[0] == '"' && json.Unmarshal(raw, &text) == nil {
 		return t.appendIDs(nil, text), nil
 	}
 	var texts []string
@@ -51,23 +56,66 @@ func (t tokenizer) tokenizePrompt(raw json.RawMessage) ([]int, error) {
 		}
 		return t.appendIDs(nil, texts[0]), nil
 	}
-	var ids []int
-	if json.Unmarshal(raw, &ids) != nil {
-		var batch [][]int
-		if json.Unmarshal(raw, &batch) != nil {
-			return nil, fmt.Errorf("%w: prompt must be a string, a list of strings, or token ids", errPrompt)
-		}
-		if len(batch) != 1 {
-			return nil, fmt.Errorf("%w: the simulator serves one prompt per request, got %d", errPrompt, len(batch))
-		}
-		ids = batch[0]
+	var batch [][]int
+	if json.Unmarshal(raw, &batch) != nil {
+		return nil, fmt.Errorf("%w: prompt must be a string, a list of strings, or token ids", errPrompt)
 	}
+	if len(batch) != 1 {
+		return nil, fmt.Errorf("%w: the simulator serves one prompt per request, got %d", errPrompt, len(batch))
+	}
+	return t.checkIDs(batch[0])
+}
+
+func (t tokenizer) checkIDs(ids []int) ([]int, error) {
 	for _, id := range ids {
 		if id < 0 || id >= t.vocab {
 			return nil, fmt.Errorf("%w: token id %d is out of vocabulary (size %d)", errPrompt, id, t.vocab)
 		}
 	}
 	return ids, nil
+}
+
+// jsonSpace is the whitespace JSON allows between tokens.
+const jsonSpace = " \t\r\n"
+
+// parseIDs reads a JSON array of non-negative integers without reflection, for the
+// token-id prompts of benchmarks, which reach 256K ids. It reports false for anything
+// else (the caller then decodes with encoding/json and reports errors).
+func parseIDs(raw []byte) ([]int, bool) {
+	if len(raw) < 2 || raw[0] != '[' || raw[len(raw)-1] != ']' {
+		return nil, false
+	}
+	body := bytes.Trim(raw[1:len(raw)-1], jsonSpace)
+	if len(body) == 0 {
+		return []int{}, true
+	}
+	ids := make([]int, 0, len(body)/6+1)
+	for len(body) > 0 {
+		n, i := 0, 0
+		for i < len(body) && body[i] >= '0' && body[i] <= '9' {
+			n = n*10 + int(body[i]-'0')
+			i++
+			if n > 1<<31 || i > 10 {
+				return nil, false
+			}
+		}
+		if i == 0 || i > 1 && body[0] == '0' {
+			return nil, false // not a number, or a leading zero JSON forbids
+		}
+		ids = append(ids, n)
+		body = bytes.TrimLeft(body[i:], jsonSpace)
+		if len(body) == 0 {
+			break
+		}
+		if body[0] != ',' {
+			return nil, false
+		}
+		body = bytes.TrimLeft(body[1:], jsonSpace)
+		if len(body) == 0 {
+			return nil, false // a trailing comma
+		}
+	}
+	return ids, true
 }
 
 func (t tokenizer) tokenizeChat(b promptBody) ([]int, error) {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -24,7 +25,11 @@ type Config struct {
 	Faults      Faults        // applied to every request; FaultHeader adds to them
 	NotReadyFor time.Duration // /health and inference answer 503 for this long after start
 	MaxBodySize int64         // request bodies above this get 413; default 64 MiB
-	Logger      *slog.Logger  // default: discard
+	// Speed runs the model this many times faster than the engine it models: every step
+	// and the API latency take 1/Speed of their modelled time, and so do the latencies
+	// clients and metrics see. Default 1. For quick runs of long workloads.
+	Speed  float64
+	Logger *slog.Logger // default: discard
 }
 
 // Server is a model of an inference engine (vLLM or SGLang) behind their HTTP API: it
@@ -58,6 +63,12 @@ func NewServer(cfg Config) (*Server, error) {
 	case FlavorVLLM, FlavorSGLang:
 	default:
 		return nil, fmt.Errorf("enginesim: unknown flavor %q (want vllm or sglang)", cfg.Flavor)
+	}
+	switch {
+	case cfg.Speed == 0:
+		cfg.Speed = 1
+	case !(cfg.Speed > 0) || math.IsInf(cfg.Speed, 0):
+		return nil, fmt.Errorf("enginesim: speed %v must be positive", cfg.Speed)
 	}
 	if cfg.MaxBodySize <= 0 {
 		cfg.MaxBodySize = 64 << 20
@@ -127,7 +138,7 @@ func (s *Server) Run(ctx context.Context) error {
 				return nil
 			}
 		}
-		timer.Reset(d)
+		timer.Reset(s.scaled(d))
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
@@ -142,6 +153,11 @@ func (s *Server) Run(ctx context.Context) error {
 		}
 		s.mu.Unlock()
 	}
+}
+
+// scaled returns a modelled duration at the server's speed.
+func (s *Server) scaled(d time.Duration) time.Duration {
+	return time.Duration(float64(d) / s.cfg.Speed)
 }
 
 // ready reports whether the engine has finished its simulated start-up.

@@ -68,7 +68,7 @@ func (a *answer) chunk(k int, last bool) {
 		a.chunk(split, false)
 		k -= split
 	}
-	a.text = appendText(a.text[:0], a.j.seed, a.sent, a.sent+k, a.j.faults.Loop)
+	a.text = a.j.appendText(a.text[:0], a.sent, a.sent+k)
 	reasoning := a.chat && a.sent < a.j.faults.Reasoning
 	a.sent += k
 	finish := ""
@@ -213,7 +213,7 @@ func (s *Server) answerJob(w http.ResponseWriter, r *http.Request, j *job, st *s
 	// chat selects the chat envelope, so the id is "chatcmpl-..." as in the stream (it
 	// was "cmpl-..." for non-streaming chat answers).
 	a := &answer{j: j, chat: j.req.Route == wire.RouteChatCompletions, sent: total}
-	text := string(appendText(nil, j.seed, 0, total, j.faults.Loop))
+	text := string(j.appendText(nil, 0, total))
 	reason := j.reason
 	c := a.envelope()
 	c.Usage = a.usage()
@@ -221,7 +221,7 @@ func (s *Server) answerJob(w http.ResponseWriter, r *http.Request, j *job, st *s
 		c.Object = "chat.completion"
 		msg := &wire.Message{Role: "assistant", Content: &text}
 		if n := min(j.faults.Reasoning, total); n > 0 {
-			thought := text[:len(appendText(nil, j.seed, 0, n, j.faults.Loop))]
+			thought := text[:len(j.appendText(nil, 0, n))]
 			rest := text[len(thought):]
 			msg.ReasoningContent, msg.Content = &thought, &rest
 		}

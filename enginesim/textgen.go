@@ -28,10 +28,15 @@ func piece(seed uint64, i int, loop bool) string {
 	return outputPieces[z%uint64(len(outputPieces))]
 }
 
-// appendText appends output tokens [from, to) of a request to dst.
-func appendText(dst []byte, seed uint64, from, to int, loop bool) []byte {
+// appendText appends output tokens [from, to) of j's answer to dst: its scripted
+// answer first, if it has one, then generated pieces.
+func (j *job) appendText(dst []byte, from, to int) []byte {
 	for i := from; i < to; i++ {
-		dst = append(dst, piece(seed, i, loop)...)
+		if i < len(j.script) {
+			dst = append(dst, j.script[i]...)
+			continue
+		}
+		dst = append(dst, piece(j.seed, i, j.faults.Loop)...)
 	}
 	return dst
 }
