@@ -20,16 +20,16 @@ type Admitter interface {
 // admit asks admission control about the exchange. It answers the client itself and
 // reports false when the request is turned away or its client leaves while it waits.
 func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
+	probe := ex.class == admission.Probe
 	if p.cfg.Admission == nil {
-		ex.live = p.live.add(promptTokens(ex.req))
+		ex.live = p.live.add(promptTokens(ex.req), probe)
 		return true
 	}
-	class := admission.ParseClass(ex.r.Header.Get(admission.PriorityHeader))
-	tk, err := p.cfg.Admission.Admit(ex.r.Context(), admission.Request{Model: ex.req.Model, Prompt: ex.req.Prompt, Class: class})
+	tk, err := p.cfg.Admission.Admit(ex.r.Context(), admission.Request{Model: ex.req.Model, Prompt: ex.req.Prompt, Class: ex.class})
 	if err == nil {
 		// Only now does the request hold KV in the engine: admission's saturation check
 		// reads these tokens, so a request must not count while it is being decided.
-		ex.ticket, ex.live = tk, p.live.add(promptTokens(ex.req))
+		ex.ticket, ex.live = tk, p.live.add(promptTokens(ex.req), probe)
 		return true
 	}
 	var rej *admission.Rejection

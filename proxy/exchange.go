@@ -29,6 +29,7 @@ type exchange struct {
 	body   []byte
 	inject bool // slogate added stream_options.include_usage to the request
 	rec    *measure.Recorder
+	class  admission.Class   // from the priority header
 	ticket *admission.Ticket // nil without admission control, or when not admitted
 	tier   string            // the tier of a rejected request
 	clock  measure.Clock
@@ -45,7 +46,7 @@ type exchange struct {
 // open reads and inspects an inference request. It answers the client itself (400 or
 // 413) and reports false when the request cannot be forwarded.
 func (p *Proxy) open(w http.ResponseWriter, r *http.Request, route wire.Route) (*exchange, bool) {
-	ex := &exchange{r: r, req: wire.Request{Route: route}, clock: p.cfg.Clock}
+	ex := &exchange{r: r, req: wire.Request{Route: route}, clock: p.cfg.Clock, class: admission.ParseClass(r.Header.Get(admission.PriorityHeader))}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -68,7 +69,9 @@ func (p *Proxy) open(w http.ResponseWriter, r *http.Request, route wire.Route) (
 	}
 	ex.req, ex.body = req, body
 	ex.inject = p.cfg.InjectUsage && req.Stream && !req.IncludeUsage && !req.ContinuousUsage
-	ex.onGap = p.gapObserver(req)
+	if ex.class != admission.Probe { // probes are measured by the prober, not in live metrics
+		ex.onGap = p.gapObserver(req)
+	}
 	return ex, true
 }
 

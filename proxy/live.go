@@ -9,6 +9,7 @@ import (
 // chunks seen so far, which its own goroutine updates.
 type liveRequest struct {
 	prompt int64
+	probe  bool // a synthetic probe's request, not live traffic
 	out    atomic.Int64
 }
 
@@ -24,8 +25,8 @@ type liveSet struct {
 
 func (s *liveSet) init() { s.reqs = make(map[*liveRequest]struct{}) }
 
-func (s *liveSet) add(prompt int64) *liveRequest {
-	l := &liveRequest{prompt: prompt}
+func (s *liveSet) add(prompt int64, probe bool) *liveRequest {
+	l := &liveRequest{prompt: prompt, probe: probe}
 	s.mu.Lock()
 	s.reqs[l] = struct{}{}
 	s.mu.Unlock()
@@ -38,13 +39,19 @@ func (s *liveSet) remove(l *liveRequest) {
 	s.mu.Unlock()
 }
 
-// totals returns the number of live requests and their KV tokens (prompt + output).
-func (s *liveSet) totals() (int, int64) {
+// totals returns the number of live requests and their KV tokens (prompt + output),
+// leaving out probe requests when withProbes is false.
+func (s *liveSet) totals(withProbes bool) (int, int64) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	var n int
 	var kv int64
 	for l := range s.reqs {
+		if l.probe && !withProbes {
+			continue
+		}
+		n++
 		kv += l.prompt + l.out.Load()
 	}
-	return len(s.reqs), kv
+	return n, kv
 }

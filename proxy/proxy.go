@@ -21,9 +21,10 @@ import (
 	"github.com/slogate/slogate/wire"
 )
 
-// Observer receives the measurement of every inference request. Observe is called once
-// per request, after its response ended, on the request's goroutine; it must be safe for
-// concurrent use and must not block.
+// Observer receives the measurement of every inference request of live traffic (requests
+// of the probe class are synthetic probes, measured by the prober, and are not reported).
+// Observe is called once per request, after its response ended, on the request's
+// goroutine; it must be safe for concurrent use and must not block.
 type Observer interface {
 	Observe(req wire.Request, res measure.Result)
 }
@@ -130,7 +131,11 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 
 // InFlight returns the inference requests in flight and the KV tokens they hold: the
 // prompt plus the output so far, summed over live requests. Safe for concurrent use.
-func (p *Proxy) InFlight() (requests int, kvTokens int64) { return p.live.totals() }
+func (p *Proxy) InFlight() (requests int, kvTokens int64) { return p.live.totals(true) }
+
+// LiveInFlight is InFlight without the requests of synthetic probes: the load of live
+// traffic alone. Safe for concurrent use.
+func (p *Proxy) LiveInFlight() (requests int, kvTokens int64) { return p.live.totals(false) }
 
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(p.cfg.Upstream)

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"math"
 	"net/http"
 	"strings"
@@ -377,4 +378,40 @@ func TestInFlight(t *testing.T) {
 		st := s.srv.Stats()
 		return st.Running == 0 && st.UsedBlocks == 0, fmt.Sprintf("%+v", st)
 	})
+}
+
+// TestProbeRequestsStayOutOfLiveMetrics: a request of the probe class is forwarded and
+// measured like any other, but observers (the live metrics) never see it, and
+// LiveInFlight leaves it out while InFlight counts it.
+func TestProbeRequestsStayOutOfLiveMetrics(t *testing.T) {
+	_, f := startEnv(t, enginesim.Config{Profile: tinyProfile(t, nil)})
+	body := `{"prompt":"probe me","max_tokens":400,"ignore_eos":true,"stream":true}`
+	req, err := http.NewRequest(http.MethodPost, f.hs.URL+"/v1/completions", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("X-Slogate-Priority", "probe")
+	resp, err := f.hs.Client().Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := wire.NewSSEReader(resp.Body, wire.DefaultMaxEvent)
+	if _, err := r.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if n, _ := f.p.InFlight(); n != 1 {
+		t.Errorf("InFlight = %d while a probe streams, want 1", n)
+	}
+	if n, kv := f.p.LiveInFlight(); n != 0 || kv != 0 {
+		t.Errorf("LiveInFlight = %d, %d while only a probe streams, want 0, 0", n, kv)
+	}
+	_, _ = io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	eventually(t, "the probe to finish", func() (bool, string) {
+		n, _ := f.p.InFlight()
+		return n == 0, fmt.Sprintf("%d in flight", n)
+	})
+	if got := f.obs.count(); got != 0 {
+		t.Errorf("observers saw %d probe requests, want 0", got)
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
 )
@@ -61,8 +62,10 @@ func (p *Proxy) report(ex *exchange) {
 	if ex.live != nil {
 		p.live.remove(ex.live)
 	}
-	for _, o := range p.cfg.Observers {
-		o.Observe(ex.req, res)
+	if ex.class != admission.Probe {
+		for _, o := range p.cfg.Observers {
+			o.Observe(ex.req, res)
+		}
 	}
 	p.accessLog(ex, res)
 }
@@ -114,6 +117,7 @@ func (p *Proxy) accessLog(ex *exchange, res measure.Result) {
 		slog.String("tokens_from", res.Tokens.String()),
 		slog.String("finish_reason", res.FinishReason),
 		slog.String("tier", res.Tier),
+		slog.String("class", ex.class.String()),
 		slog.Float64("queue_ms", ms(res.QueueWait)),
 		slog.String("remote", ex.r.RemoteAddr),
 		slog.String("request_id", ex.r.Header.Get("X-Request-Id")),
