@@ -9,19 +9,31 @@ FUZZTIME ?= 5s
 FUZZ_TARGETS := \
 	./wire:FuzzInspect ./wire:FuzzSSE ./wire:FuzzDecodeChunk ./wire:FuzzScanChunk \
 	./enginesim:FuzzParseFaults ./enginesim:FuzzTokenize ./enginesim:FuzzTokenizePrompt \
-	./engine:FuzzRead ./proxy:FuzzProxyRequest ./admission:FuzzParseConfig
+	./engine:FuzzRead ./proxy:FuzzProxyRequest ./admission:FuzzParseConfig \
+	./enginesim:FuzzParseIDs ./synth:FuzzLooped ./synth:FuzzParseWorkload
 
-.PHONY: all build test vet unit fuzz bench deps clean
+.PHONY: all build test vet unit acceptance fuzz bench deps clean
 
 all: build
 
 build:
 	$(GO) build ./...
 
+# Debian packages the tests need, by the command each provides.
+APT_PACKAGES := chromium:chromium
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
 # deps installs what the tests need. Each step checks first, so it is idempotent.
 deps:
 	@command -v $(GO) >/dev/null || { echo "Go is required (https://go.dev/dl/)"; exit 1; }
 	$(GO) mod download
+	@missing=""; for p in $(APT_PACKAGES); do \
+		command -v $${p##*:} >/dev/null || missing="$$missing $${p%%:*}"; \
+	done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing$$missing"; \
+		$(SUDO) apt-get update && $(SUDO) apt-get install -y $$missing; \
+	fi
 
 vet:
 	$(GO) vet ./...
@@ -29,7 +41,11 @@ vet:
 unit:
 	$(GO) test -race -count=1 ./...
 
-test: deps vet unit fuzz
+# acceptance runs the tests the race detector makes too slow (they skip under -race).
+acceptance:
+	$(GO) test -count=1 -run 'Acceptance' ./synth
+
+test: deps vet unit acceptance fuzz
 
 # fuzz runs every fuzz target for FUZZTIME each (a short run in make test; longer by hand,
 # e.g. make fuzz FUZZTIME=5m).

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/synth"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -47,6 +48,11 @@ type serveSettings struct {
 	StaleAfter      time.Duration `flag:"stale-after" env:"SLOGATE_STALE_AFTER" envDefault:"5s" help:"engine metrics older than this are stale"`
 	SaturationQueue float64       `flag:"saturation-queue" env:"SLOGATE_SATURATION_QUEUE" envDefault:"8" help:"the engine is saturated when this many requests wait in its queue"`
 	SaturationKV    float64       `flag:"saturation-kv" env:"SLOGATE_SATURATION_KV" envDefault:"0.9" help:"the engine is saturated at this KV-cache usage (reported, or slogate's in-flight tokens against capacity)"`
+	ProbeWorkload   string        `flag:"probe-workload" env:"SLOGATE_PROBE_WORKLOAD" envDefault:"" help:"probe workload to schedule: a preset (context-matrix, shapes, rate-scan) or a YAML file; empty: no probes"`
+	ProbeInterval   time.Duration `flag:"probe-interval" env:"SLOGATE_PROBE_INTERVAL" envDefault:"6h" help:"time between scheduled probes (plus jitter); 0: only on POST /-/probe"`
+	ProbeJitter     float64       `flag:"probe-jitter" env:"SLOGATE_PROBE_JITTER" envDefault:"0.1" help:"share of the probe interval added at random, so replicas do not probe in step"`
+	ProbeQuick      bool          `flag:"probe-quick" env:"SLOGATE_PROBE_QUICK" envDefault:"false" help:"run the probe workload's quick variant (about a minute)"`
+	ProbeMaxLoad    float64       `flag:"probe-max-load" env:"SLOGATE_PROBE_MAX_LOAD" envDefault:"0.5" help:"probes hold back while live traffic holds more than this share of the engine's KV cache, the engine is saturated, or live p95 TTFT is over its SLO"`
 	ScrapeInterval  time.Duration `flag:"scrape-interval" env:"SLOGATE_SCRAPE_INTERVAL" envDefault:"1s" help:"how often the engine's /metrics is read"`
 	UpstreamTimeout time.Duration `flag:"upstream-timeout" env:"SLOGATE_UPSTREAM_TIMEOUT" envDefault:"10m" help:"longest wait for the engine's response headers before 504 (0: none)"`
 	MaxBodyBytes    int64         `flag:"max-body-bytes" env:"SLOGATE_MAX_BODY_BYTES" envDefault:"67108864" help:"largest inference request body; larger ones get 413"`
@@ -105,7 +111,10 @@ type sidecar struct {
 	admission *admission.Controller
 	reloads   *admission.Reloader // nil without a tiers file
 	proxy     *proxy.Proxy
-	draining  atomic.Bool
+
+	probeWorkload *synth.Workload // nil without scheduled probes
+	prober        atomic.Pointer[synth.Schedule]
+	draining      atomic.Bool
 }
 
 // newSidecar wires slogate's parts for cfg; extra observers see every request too.
@@ -128,11 +137,18 @@ func newSidecar(cfg serveSettings, log *slog.Logger, extra ...proxy.Observer) (*
 	if err := sc.newAdmission(&late); err != nil {
 		return nil, err
 	}
+	if err := sc.loadProber(); err != nil {
+		return nil, err
+	}
+	var probes exporter.ProbeSource
+	if sc.probeWorkload != nil {
+		probes = sc
+	}
 	metrics := exporter.New(sc.reg, exporter.Options{
 		TTFT: cfg.SLOTTFT, TPOT: cfg.SLOTPOT, NativeHistograms: cfg.NativeHist,
 		ServedModels: func() []string { return sc.scraper.Latest().Models },
 		Engine:       sc.scraper, InFlight: &late, Version: buildVersion(),
-		Admission: sc.admission, Reloads: sc.reloads,
+		Admission: sc.admission, Reloads: sc.reloads, Probe: probes,
 	})
 	late.decisions = metrics
 	sc.proxy = proxy.New(proxy.Config{
@@ -257,6 +273,7 @@ func (s *sidecar) run(ctx context.Context, data, admin net.Listener) error {
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(data) }()
+	wg.Go(func() { s.startProber(ctx, data.Addr().String()) }) // stops when draining starts
 	s.log.Info("slogate serving", "listen", data.Addr().String(), "admin", admin.Addr().String(), "upstream", s.cfg.Upstream)
 	select {
 	case err := <-errc:
@@ -270,6 +287,7 @@ func (s *sidecar) run(ctx context.Context, data, admin net.Listener) error {
 func (s *sidecar) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", exporter.AdminHandler(s.reg, s.ready))
+	s.probeRoutes(mux)
 	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
 		if s.reloads == nil {
 			http.Error(w, "no tiers file to reload (--tiers-file is not set)", http.StatusBadRequest)

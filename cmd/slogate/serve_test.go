@@ -31,6 +31,12 @@ type testSidecar struct {
 
 func startTestSidecar(t *testing.T, drain time.Duration) *testSidecar {
 	t.Helper()
+	return startTestSidecarWith(t, func(cfg *serveSettings) { cfg.DrainTimeout = drain })
+}
+
+// startTestSidecarWith is startTestSidecar with settings edited by edit.
+func startTestSidecarWith(t *testing.T, edit func(*serveSettings)) *testSidecar {
+	t.Helper()
 	p, _ := enginesim.LookupProfile("tiny")
 	p.Timing = enginesim.Timing{StepBase: 0.005} // 5 ms per token
 	sim, err := enginesim.NewServer(enginesim.Config{Profile: p})
@@ -46,7 +52,7 @@ func startTestSidecar(t *testing.T, drain time.Duration) *testSidecar {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cfg.DrainTimeout = drain
+	edit(&cfg)
 	sc, err := newSidecar(cfg, slog.New(slog.DiscardHandler))
 	if err != nil {
 		t.Fatal(err)

@@ -39,6 +39,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	flavor := fs.String("flavor", "vllm", "engine to impersonate: vllm or sglang (metric names and endpoints)")
 	model := fs.String("model", "", "served model name (default: the profile's)")
 	notReady := fs.Duration("not-ready-for", 0, "answer 503 on /health and inference for this long after start")
+	speed := fs.Float64("speed", 1, "run the model this many times faster than the engine it models (all latencies shrink by it)")
 	faults := fs.String("faults", "", "faults for every request, in "+enginesim.FaultHeader+" header syntax:\n"+
 		"status=CODE, rate=FRACTION, stall_after=N, drop_after=N, delay=DURATION, loop, reasoning=N")
 	var prefixCaching *bool
@@ -63,6 +64,7 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
+	cfg.Speed = *speed
 	cfg.Logger = slog.New(slog.NewJSONHandler(stderr, nil))
 	srv, err := enginesim.NewServer(cfg)
 	if err != nil {

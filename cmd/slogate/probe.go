@@ -1,0 +1,135 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/slogate/slogate/synth"
+)
+
+func init() {
+	commands["probe"] = command{summary: "run a benchmark workload against an engine and write reports", run: runProbe}
+}
+
+const probeAbout = `slogate probe runs a benchmark workload against an engine (or a slogate sidecar) with
+the measurement rules of the seeds: a functional gate, warm-up, rounds, success rules,
+cell states. It writes DIR/report.json, DIR/report.md and DIR/report.html.
+
+Workloads: context-matrix, shapes, rate-scan, or a YAML file.
+
+Usage: slogate probe --target URL --workload NAME [--quick] --out DIR
+
+Flags:
+`
+
+func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	target := fs.String("target", "http://127.0.0.1:8000", "the engine's base URL")
+	workload := fs.String("workload", "context-matrix", "preset name (context-matrix, shapes, rate-scan) or a YAML file")
+	quick := fs.Bool("quick", false, "shorten every round so a whole preset runs in about a minute")
+	out := fs.String("out", "probe-report", "directory for report.json, report.md and report.html")
+	model := fs.String("model", "", "served model name (default: the first one /v1/models lists)")
+	apiKey := fs.String("api-key", os.Getenv("SLOGATE_UPSTREAM_API_KEY"), "bearer token for the engine (default $SLOGATE_UPSTREAM_API_KEY)")
+	gate := fs.Bool("gate", true, "run the functional gate first, and stop if it fails")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), probeAbout); fs.PrintDefaults() }
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	w, err := loadWorkload(*workload)
+	if err != nil {
+		return err
+	}
+	if *quick {
+		w = w.Quick()
+	}
+	t := &synth.Target{BaseURL: *target, Model: *model, APIKey: *apiKey}
+	progress := newProgress(stderr, w)
+	rep, runErr := synth.Run(ctx, t, w, synth.Options{Gate: *gate, Progress: progress.cell})
+	progress.end()
+	if err := writeReports(*out, rep); err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(*out, "report.{json,md,html}"))
+	return runErr
+}
+
+// loadWorkload returns a preset by name, or reads a workload file.
+func loadWorkload(name string) (synth.Workload, error) {
+	if w, ok := synth.Presets[name]; ok {
+		return w, nil
+	}
+	if strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || strings.Contains(name, "/") {
+		return synth.LoadWorkload(name)
+	}
+	return synth.Workload{}, fmt.Errorf("--workload %q: not a preset (context-matrix, shapes, rate-scan) or a YAML file", name)
+}
+
+// writeReports writes the report in its three forms into dir.
+func writeReports(dir string, rep synth.Report) error {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return err
+	}
+	for name, write := range map[string]func(io.Writer, synth.Report) error{
+		"report.json": synth.WriteJSON, "report.md": synth.WriteMarkdown, "report.html": synth.WriteHTML,
+	} {
+		f, err := os.Create(filepath.Join(dir, name))
+		if err != nil {
+			return err
+		}
+		err = write(f, rep)
+		if cerr := f.Close(); err == nil {
+			err = cerr
+		}
+		if err != nil {
+			return fmt.Errorf("writing %s: %w", name, err)
+		}
+	}
+	return nil
+}
+
+// progress shows cells done and an estimate of the time left: a line rewritten in place
+// on a terminal, plain lines otherwise.
+type progress struct {
+	w     io.Writer
+	tty   bool
+	start time.Time
+}
+
+func newProgress(w io.Writer, wl synth.Workload) *progress {
+	p := &progress{w: w, start: time.Now()}
+	if f, ok := w.(*os.File); ok {
+		if fi, err := f.Stat(); err == nil && fi.Mode()&os.ModeCharDevice != 0 {
+			p.tty = true
+		}
+	}
+	fmt.Fprintf(w, "probe %s (%s)\n", wl.Name, wl.Kind)
+	return p
+}
+
+func (p *progress) cell(done, total int, c synth.Cell) {
+	elapsed := time.Since(p.start)
+	eta := time.Duration(float64(elapsed) / float64(done) * float64(total-done)).Round(time.Second)
+	what := fmt.Sprintf("%s c=%d", c.Row, c.Concurrency)
+	if c.Rate > 0 {
+		what = fmt.Sprintf("%s %.2fx (%.2f req/s)", c.Row, c.Multiple, c.Rate)
+	}
+	line := fmt.Sprintf("[%d/%d] %-24s %-13s %8.0f tok/s   ETA %s", done, total, what, c.State, c.Throughput, eta)
+	if p.tty {
+		fmt.Fprintf(p.w, "\r\033[K%s", line)
+		return
+	}
+	fmt.Fprintln(p.w, line)
+}
+
+func (p *progress) end() {
+	if p.tty {
+		fmt.Fprintln(p.w)
+	}
+}

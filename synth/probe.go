@@ -1,0 +1,238 @@
+package synth
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/slogate/slogate/engine"
+)
+
+// SchemaVersion names the layout of Report's JSON; it changes when a field changes
+// meaning or goes away.
+const SchemaVersion = "slogate.probe/v1"
+
+// ErrGateFailed reports a run stopped before any load because a check of the functional
+// gate failed (see Report.Gate).
+var ErrGateFailed = errors.New("synth: the functional gate failed; no performance run")
+
+// Report is the result of one probe run.
+type Report struct {
+	Schema     string    `json:"schema"`
+	Workload   Workload  `json:"workload"`
+	Target     string    `json:"target"`
+	Model      string    `json:"model"`
+	Engine     string    `json:"engine"`
+	KVCapacity int       `json:"kv_capacity_tokens,omitempty"` // 0: unknown
+	Started    time.Time `json:"started"`
+	Finished   time.Time `json:"finished"`
+	Gate       []Check   `json:"gate,omitempty"`
+	Prefill    []Prefill `json:"prefill,omitempty"`        // matrix: one request per context
+	Reference  float64   `json:"reference_rate,omitempty"` // scan: requests/s the multiples apply to
+	Cells      []Cell    `json:"cells"`
+}
+
+// Prefill is the single-request prefill speed at one context length, measured on the
+// warm-up request of the context's row.
+type Prefill struct {
+	Context int     `json:"context"`
+	TTFT    float64 `json:"ttft_s"`
+	TokPerS float64 `json:"prompt_tok_per_s"`
+	Failure string  `json:"failure,omitempty"`
+}
+
+// Progress is told about each cell as it finishes: how many are done of how many.
+type Progress func(done, total int, c Cell)
+
+// Options configure a probe run.
+type Options struct {
+	Progress Progress
+	// Gate runs the functional gate first; a failed gate stops the run before any load.
+	Gate bool
+}
+
+// Run runs workload w against t and returns its report. Without a model name, t takes
+// the first the engine lists. The engine's KV capacity and kind are read from its
+// metrics first (capacity decides which matrix cells are over capacity). Run stops
+// early, with what it measured, when ctx ends.
+func Run(ctx context.Context, t *Target, w Workload, opts Options) (Report, error) {
+	if err := w.Validate(); err != nil {
+		return Report{}, err
+	}
+	w = w.withDefaults()
+	if t.Model == "" {
+		if err := t.DiscoverModel(ctx); err != nil {
+			return Report{}, err
+		}
+	}
+	rep := Report{Schema: SchemaVersion, Workload: w, Target: t.BaseURL, Model: t.Model, Started: t.now()}
+	snap := engine.NewScraper(engine.ScraperConfig{BaseURL: t.BaseURL, APIKey: t.APIKey, Timeout: 10 * time.Second}).Scrape(ctx)
+	rep.Engine = snap.Kind.String()
+	if engine.Known(snap.KVCapacityTokens) {
+		rep.KVCapacity = int(snap.KVCapacityTokens)
+	}
+	if opts.Gate {
+		rep.Gate = t.RunGate(ctx)
+		if !GatePassed(rep.Gate) {
+			rep.Finished = t.now()
+			if err := ctx.Err(); err != nil {
+				return rep, err // the checks failed because the run was stopped
+			}
+			return rep, ErrGateFailed
+		}
+	}
+	r := runner{t: t, w: w, opts: opts, rep: &rep}
+	switch w.Kind {
+	case Matrix:
+		r.matrix(ctx)
+	case Shapes:
+		r.shapes(ctx)
+	case Scan:
+		r.scan(ctx)
+	}
+	rep.Finished = t.now()
+	return rep, ctx.Err()
+}
+
+// runner carries one run's state.
+type runner struct {
+	t     *Target
+	w     Workload
+	opts  Options
+	rep   *Report
+	seeds seeds
+	done  int
+}
+
+func (r *runner) total() int {
+	switch r.w.Kind {
+	case Matrix:
+		return len(r.w.Contexts) * len(r.w.Concurrency)
+	case Shapes:
+		return len(r.w.Shapes) * len(r.w.Concurrency)
+	}
+	return len(r.w.Multiples)
+}
+
+func (r *runner) record(c Cell) {
+	r.rep.Cells = append(r.rep.Cells, c)
+	r.done++
+	if r.opts.Progress != nil {
+		r.opts.Progress(r.done, r.total(), c)
+	}
+}
+
+// promptFor returns the prompt maker of a shape.
+func (r *runner) promptFor(input, output int) func(uint64) prompt {
+	return func(seed uint64) prompt {
+		return prompt{input: input, output: output, seed: seed, sharedPrefix: min(r.w.SharedPrefix, input)}
+	}
+}
+
+// matrix runs every context at every concurrency, measuring prefill on each row's
+// warm-up and skipping what exceeds the KV cache or follows a failed cell.
+func (r *runner) matrix(ctx context.Context) {
+	for _, ctxLen := range r.w.Contexts {
+		input := ctxLen - r.w.Output
+		if input < 1 {
+			input = ctxLen
+		}
+		r.rep.Prefill = append(r.rep.Prefill, r.prefill(ctx, ctxLen, input))
+		r.row(ctx, contextLabel(ctxLen), input, r.w.Output)
+	}
+}
+
+// prefill measures one request's TTFT at a context length.
+func (r *runner) prefill(ctx context.Context, ctxLen, input int) Prefill {
+	s := r.t.send(ctx, r.promptFor(input, 1)(r.seeds.next()), farFuture)
+	p := Prefill{Context: ctxLen}
+	if s.Res.TTFT <= 0 || s.Failure != NoFailure {
+		p.Failure = s.Failure.String()
+		return p
+	}
+	p.TTFT = s.Res.TTFT.Seconds()
+	p.TokPerS = float64(input) / p.TTFT
+	return p
+}
+
+// shapes runs each shape as a row.
+func (r *runner) shapes(ctx context.Context) {
+	for _, s := range r.w.Shapes {
+		r.row(ctx, s.Name, s.Input, s.Output)
+	}
+}
+
+// row runs one row at growing concurrency with staged protection.
+func (r *runner) row(ctx context.Context, name string, input, output int) {
+	stopped := false
+	for _, conc := range r.w.Concurrency {
+		c := Cell{Row: name, Input: input, Output: output, Concurrency: conc}
+		switch {
+		case ctx.Err() != nil:
+			return
+		case r.rep.KVCapacity > 0 && conc*(input+output) > r.rep.KVCapacity:
+			c.State = OverCapacity
+			c.Detail = fmt.Sprintf("%d x %d tokens > KV capacity %d", conc, input+output, r.rep.KVCapacity)
+		case stopped:
+			c.State, c.Detail = Skipped, "a smaller cell of this row failed"
+		default:
+			r.closedCell(ctx, &c)
+			stopped = c.State.stops()
+		}
+		r.record(c)
+	}
+}
+
+// closedCell warms up and runs a closed-loop cell's rounds.
+func (r *runner) closedCell(ctx context.Context, c *Cell) {
+	warm := r.promptFor(c.Input, min(c.Output, 16))
+	r.t.closedLoop(ctx, c.Concurrency, warm, &r.seeds, 0, 1)
+	mk := r.promptFor(c.Input, c.Output)
+	for range r.w.Rounds {
+		if ctx.Err() != nil {
+			break
+		}
+		b := r.t.closedLoop(ctx, c.Concurrency, mk, &r.seeds, time.Duration(r.w.Duration), r.w.Requests)
+		c.Rounds = append(c.Rounds, summarize(b))
+	}
+	c.finish(r.w.Agreement)
+}
+
+// scanWindow is the arrival window of a scan round: Duration, or the time Requests
+// requests take at the reference rate.
+func (r *runner) scanWindow(ref float64) time.Duration {
+	if r.w.Duration > 0 || ref == 0 {
+		return time.Duration(r.w.Duration)
+	}
+	return time.Duration(float64(r.w.Requests) / ref * float64(time.Second))
+}
+
+// scan measures the reference rate if it is not given, then offers open-loop arrivals
+// at each multiple of it.
+func (r *runner) scan(ctx context.Context) {
+	s := r.w.Shapes[0]
+	mk := r.promptFor(s.Input, s.Output)
+	ref := r.w.ReferenceRate
+	if ref == 0 {
+		b := r.t.closedLoop(ctx, r.w.CalibrationConcurrency, mk, &r.seeds, time.Duration(r.w.Duration), r.w.Requests)
+		if b.span > 0 {
+			ref = float64(summarize(b).Completed) / b.span.Seconds()
+		}
+	}
+	r.rep.Reference = ref
+	window := r.scanWindow(ref)
+	for i, m := range r.w.Multiples {
+		c := Cell{Row: s.Name, Input: s.Input, Output: s.Output, Multiple: m, Nominal: m * ref, Rate: m * ref}
+		for round := range r.w.Rounds {
+			if ctx.Err() != nil || ref == 0 {
+				break
+			}
+			offsets := arrivals(c.Nominal, window, r.w.Arrival == "poisson", uint64(i*100+round+1))
+			b := r.t.openLoop(ctx, offsets, window, mk, &r.seeds, 10*time.Minute)
+			c.Rounds = append(c.Rounds, summarize(b))
+		}
+		c.finish(r.w.Agreement)
+		r.record(c)
+	}
+}

@@ -1,0 +1,127 @@
+package synth
+
+import (
+	"math"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestReportNumberFormats(t *testing.T) {
+	tests := []struct {
+		name string
+		got  string
+		want string
+	}{
+		{"big tok/s", fmtTokS(15600), "15,600"},
+		{"tok/s", fmtTokS(970.41), "970"},
+		{"tok/s tens", fmtTokS(34.47), "34.5"},
+		{"tok/s units", fmtTokS(5.123), "5.12"},
+		{"tok/s none", fmtTokS(0), dash},
+		{"tok/s NaN", fmtTokS(math.NaN()), dash},
+		{"tok/s Inf", fmtTokS(math.Inf(1)), dash},
+		{"ms", fmtMS(14.932), "14,932"},
+		{"ms small", fmtMS(0.00483), "4.83"},
+		{"ms none", fmtMS(0), dash},
+		{"req/s", fmtReqS(1.7499), "1.75"},
+		{"req/s below one", fmtReqS(0.87495), "0.875"},
+		{"count", fmtInt(2397), "2,397"},
+		{"count millions", fmtInt(1069056), "1,069,056"},
+		{"count zero", fmtInt(0), "0"},
+		{"pct whole", fmtPct(1), "100%"},
+		{"pct", fmtPct(191.0 / 192), "99.5%"},
+		{"pct zero", fmtPct(0), "0%"},
+		{"multiple", fmtMultiple(1.1), "1.1×"},
+		{"negative", group(-1234.5, 1), "-1,234.5"},
+		{"negative zero", group(-0.01, 0), "0"},
+		{"duration", fmtDuration(time.Minute), "1m"},
+		{"duration hours", fmtDuration(time.Hour), "1h"},
+		{"duration mixed", fmtDuration(72*time.Minute + 14*time.Second), "1h12m14s"},
+		{"span backwards", fmtSpan(fixtureStart, fixtureStart.Add(-time.Second)), dash},
+		{"time", fmtTime(fixtureStart.In(time.FixedZone("CEST", 7200))), "2026-05-04 09:00:00 UTC"},
+		{"tick ms", fmtDurationMS(200), "200 ms"},
+		{"tick s", fmtDurationMS(20000), "20 s"},
+		{"clip", clipRunes("CHAT-SUPER-LONG-NAME", 8), "CHAT-SU…"},
+		{"state label", stateLabel(OverCapacity), "Over capacity"},
+		{"state label as is", stateLabel(NotCompleted), "n/c"},
+		{"state class", stateClass(NotCompleted), "nc"},
+		{"context label", contextLabel(257024), "251K"},
+		{"redact", redactURL("http://u:pw@h:1/x"), "http://u:xxxxx@h:1/x"},
+		{"no userinfo", redactURL("http://h:1"), "http://h:1"},
+	}
+	for _, tt := range tests {
+		if tt.got != tt.want {
+			t.Errorf("%s: got %q, want %q", tt.name, tt.got, tt.want)
+		}
+	}
+}
+
+func TestReportScanKnee(t *testing.T) {
+	cell := func(m, rate, done float64, s State) Cell {
+		return Cell{Multiple: m, Rate: rate, CompletionRate: done, State: s}
+	}
+	tests := []struct {
+		name  string
+		cells []Cell
+		want  int
+	}{
+		{"seed 003", scanReport().Cells, 1},
+		{"all kept up", []Cell{cell(0.5, 1, 1, Valid), cell(1, 2, 1.95, Valid)}, 1},
+		{"exactly 95%", []Cell{cell(0.5, 1, 0.95, Valid)}, 0},
+		{"none kept up", []Cell{cell(0.5, 1, 0.5, Valid)}, -1},
+		{"invalid cells do not count", []Cell{cell(0.5, 1, 1, Valid), cell(1, 2, 2, Failed)}, 0},
+		{"highest rate, not last", []Cell{cell(1, 2, 2, Valid), cell(0.5, 1, 1, Valid)}, 0},
+		{"a dip below does not stop a higher knee", []Cell{cell(0.5, 1, 0.5, Valid), cell(1, 2, 2, Valid)}, 1},
+		{"empty", nil, -1},
+	}
+	for _, tt := range tests {
+		if got := scanKnee(tt.cells); got != tt.want {
+			t.Errorf("%s: knee %d, want %d", tt.name, got, tt.want)
+		}
+	}
+}
+
+func tickLabels(a axis) string {
+	var s []string
+	for _, t := range a.ticks {
+		s = append(s, t.label)
+	}
+	return strings.Join(s, " ")
+}
+
+func TestReportAxes(t *testing.T) {
+	tests := []struct {
+		name   string
+		a      axis
+		lo, hi float64
+		ticks  string
+	}{
+		{"linear", linearAxis(0, 2410, 5, plainNum), 0, 2500, "0 500 1,000 1,500 2,000 2,500"},
+		{"linear fractions", linearAxis(0, 1.9249, 5, plainNum), 0, 2, "0 0.5 1 1.5 2"},
+		{"linear flat", linearAxis(0, 0, 5, plainNum), 0, 1, "0 0.2 0.4 0.6 0.8 1"},
+		{"log within a decade", logAxis(864, 6816, fmtDurationMS), 100, 10000, "100 ms 200 ms 500 ms 1 s 2 s 5 s 10 s"},
+		{"log over decades", logAxis(0.5, 30000, fmtDurationMS), 0.1, 100000, "0.1 ms 1 ms 10 ms 100 ms 1 s 10 s 100 s"},
+		{"log one value", logAxis(1000, 1000, fmtDurationMS), 1000, 10000, "1 s 2 s 5 s 10 s"},
+		{"concurrency", valueAxis([]int{1, 16, 64}), 1, 64, "1 16 64"},
+	}
+	for _, tt := range tests {
+		if tt.a.lo != tt.lo || tt.a.hi != tt.hi || tickLabels(tt.a) != tt.ticks {
+			t.Errorf("%s: [%g, %g] ticks %q, want [%g, %g] %q", tt.name, tt.a.lo, tt.a.hi, tickLabels(tt.a), tt.lo, tt.hi, tt.ticks)
+		}
+	}
+	if f := (axis{lo: 1, hi: 64, log: true}).frac(8); math.Abs(f-0.5) > 1e-9 {
+		t.Errorf("8 on a log axis 1..64 at %g, want 0.5", f)
+	}
+}
+
+func TestReportRamp(t *testing.T) {
+	if got := ramp(0); got != "#e0f3db" {
+		t.Errorf("ramp(0) = %s", got)
+	}
+	if got := ramp(1); got != "#084081" {
+		t.Errorf("ramp(1) = %s", got)
+	}
+	if ramp(-1) != ramp(0) || ramp(2) != ramp(1) || ramp(math.NaN()) != ramp(0) {
+		t.Error("ramp does not clamp")
+	}
+}

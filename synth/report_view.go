@@ -1,0 +1,273 @@
+package synth
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// The content both report formats render: the header, the gate, the grid of a matrix or
+// of shapes, and the tables. Markdown and HTML differ only in how they draw it.
+
+// field is one line of a report's header.
+type field struct{ key, value string }
+
+// headerFields lists what was measured, where and when.
+func headerFields(r Report) []field {
+	kv := "unknown"
+	if r.KVCapacity > 0 {
+		kv = fmtInt(r.KVCapacity) + " tokens"
+	}
+	fs := []field{
+		{"Workload", orDash(r.Workload.Name)},
+		{"Plan", planSummary(r.Workload)},
+		{"Target", orDash(redactURL(r.Target))},
+		{"Model", orDash(r.Model)},
+		{"Engine", orDash(r.Engine)},
+		{"KV capacity", kv},
+	}
+	if r.Workload.Kind == Scan {
+		fs = append(fs, field{"Reference rate", referenceSummary(r)})
+	}
+	return append(fs,
+		field{"Started", fmtTime(r.Started)},
+		field{"Finished", fmtTime(r.Finished)},
+		field{"Duration", fmtSpan(r.Started, r.Finished)})
+}
+
+func orDash(s string) string {
+	if strings.TrimSpace(s) == "" {
+		return dash
+	}
+	return s
+}
+
+// planSummary describes a workload in one line, as the seeds' subtitles do.
+func planSummary(w Workload) string {
+	switch w.Kind {
+	case Matrix:
+		labels := make([]string, len(w.Contexts))
+		for i, n := range w.Contexts {
+			labels[i] = contextLabel(n)
+		}
+		return fmt.Sprintf("matrix: %d contexts (%s) × %d concurrency levels (%s), %s output tokens; %s",
+			len(w.Contexts), spanOf(labels), len(w.Concurrency), spanOf(intStrings(w.Concurrency)), fmtInt(w.Output), roundsSummary(w))
+	case Shapes:
+		return fmt.Sprintf("shapes: %d shapes × %d concurrency levels (%s); %s",
+			len(w.Shapes), len(w.Concurrency), spanOf(intStrings(w.Concurrency)), roundsSummary(w))
+	case Scan:
+		multiples := make([]string, len(w.Multiples))
+		for i, m := range w.Multiples {
+			multiples[i] = fmtMultiple(m)
+		}
+		return fmt.Sprintf("rate scan: %s, %s arrivals at %s the reference rate; %s",
+			shapesSummary(w.Shapes), orDash(w.Arrival), strings.Join(multiples, ", "), roundsSummary(w))
+	}
+	return string(w.Kind)
+}
+
+// shapesSummary lists shapes as "API-S (2,048 in → 256 out)".
+func shapesSummary(shapes []Shape) string {
+	parts := make([]string, len(shapes))
+	for i, s := range shapes {
+		parts[i] = fmt.Sprintf("%s (%s in → %s out)", s.Name, fmtInt(s.Input), fmtInt(s.Output))
+	}
+	return orDash(strings.Join(parts, ", "))
+}
+
+// roundsSummary says how each cell was measured.
+func roundsSummary(w Workload) string {
+	rounds := max(w.Rounds, 1)
+	length := fmtDuration(time.Duration(w.Duration))
+	if w.Duration == 0 {
+		length = fmt.Sprintf("%d requests per stream", w.Requests)
+	}
+	per := "per cell"
+	if w.Kind == Scan {
+		per = "per offered rate"
+	}
+	s := fmt.Sprintf("%d rounds of %s %s", rounds, length, per)
+	if rounds == 1 {
+		s = fmt.Sprintf("1 round of %s %s", length, per)
+	}
+	if w.Kind != Scan {
+		s = "a warm-up, then " + s
+	}
+	s += "; rounds agree within " + fmtPct(w.Agreement)
+	if w.SharedPrefix > 0 {
+		s += "; a shared prefix of " + fmtInt(w.SharedPrefix) + " tokens"
+	}
+	return s
+}
+
+// referenceSummary says what rate a scan's multiples apply to, and where it came from.
+func referenceSummary(r Report) string {
+	rate := fmtReqS(r.Reference) + " req/s"
+	if r.Workload.ReferenceRate > 0 {
+		return rate + " (given)"
+	}
+	return fmt.Sprintf("%s (closed-loop completions at %d streams)", rate, r.Workload.CalibrationConcurrency)
+}
+
+func intStrings(xs []int) []string {
+	out := make([]string, len(xs))
+	for i, x := range xs {
+		out[i] = strconv.Itoa(x)
+	}
+	return out
+}
+
+// spanOf names the first and last of a list: "8K–251K".
+func spanOf(xs []string) string {
+	switch len(xs) {
+	case 0:
+		return dash
+	case 1:
+		return xs[0]
+	}
+	return xs[0] + "–" + xs[len(xs)-1]
+}
+
+// gateSummary says in one sentence how the functional gate went.
+func gateSummary(r Report) string {
+	if len(r.Gate) == 0 {
+		return "Not run."
+	}
+	n := map[Verdict]int{}
+	for _, c := range r.Gate {
+		n[c.Verdict]++
+	}
+	if n[Fail] > 0 {
+		s := fmt.Sprintf("Failed: %d of %d checks failed.", n[Fail], len(r.Gate))
+		if len(r.Cells) == 0 {
+			s += " No load was sent."
+		}
+		return s
+	}
+	s := fmt.Sprintf("Passed: %d of %d checks passed", n[Pass], len(r.Gate))
+	if n[Skip] > 0 {
+		s += fmt.Sprintf(", %d skipped", n[Skip])
+	}
+	return s + "."
+}
+
+// verdictMark is a check's symbol in the gate list.
+func verdictMark(v Verdict) string {
+	switch v {
+	case Pass:
+		return "✓"
+	case Fail:
+		return "✗"
+	case Skip:
+		return "–"
+	}
+	return "?"
+}
+
+// grid is a matrix or shapes report laid out as rows × concurrencies. Rows come in the
+// workload's order, then any row only the cells name; columns are every concurrency of
+// the workload or the cells, ascending. A position without a cell was not run.
+type grid struct {
+	rowHead string
+	rows    []string
+	cols    []int
+	cells   map[gridKey]Cell
+}
+
+type gridKey struct {
+	row  string
+	conc int
+}
+
+// at returns the cell at a position and whether the report has one.
+func (g grid) at(row string, conc int) (Cell, bool) {
+	c, ok := g.cells[gridKey{row, conc}]
+	return c, ok
+}
+
+func newGrid(r Report) grid {
+	g := grid{rowHead: rowHeader(r.Workload.Kind), cells: map[gridKey]Cell{}}
+	seen := map[string]bool{}
+	add := func(row string) {
+		if !seen[row] {
+			seen[row] = true
+			g.rows = append(g.rows, row)
+		}
+	}
+	switch r.Workload.Kind {
+	case Matrix:
+		for _, n := range r.Workload.Contexts {
+			add(contextLabel(n))
+		}
+	case Shapes:
+		for _, s := range r.Workload.Shapes {
+			add(s.Name)
+		}
+	}
+	cols := slices.Clone(r.Workload.Concurrency)
+	for _, c := range r.Cells {
+		add(c.Row)
+		cols = append(cols, c.Concurrency)
+		g.cells[gridKey{c.Row, c.Concurrency}] = c
+	}
+	slices.Sort(cols)
+	g.cols = slices.Compact(cols)
+	return g
+}
+
+// rowHeader names what a report's rows are.
+func rowHeader(k Kind) string {
+	if k == Matrix {
+		return "Context"
+	}
+	return "Shape"
+}
+
+// validRounds counts the rounds that entered a cell's medians.
+func validRounds(c Cell) int {
+	n := 0
+	for _, r := range c.Rounds {
+		if r.Valid() {
+			n++
+		}
+	}
+	return n
+}
+
+// disagreed reports whether a valid cell's rounds spread further than the workload allows.
+func disagreed(c Cell) bool { return c.State == Valid && validRounds(c) > 1 && !c.Agreed }
+
+// kneeKeepUp is how much of the offered rate a scan's completions must reach for the
+// engine to count as keeping up.
+const kneeKeepUp = 0.95
+
+// scanKnee returns the index of the valid cell with the highest offered rate whose
+// completion rate kept up (at least kneeKeepUp of the offered rate), or -1.
+func scanKnee(cells []Cell) int {
+	best := -1
+	for i, c := range cells {
+		if c.State != Valid || !(c.Rate > 0) || c.CompletionRate < kneeKeepUp*c.Rate {
+			continue
+		}
+		if best < 0 || c.Rate > cells[best].Rate {
+			best = i
+		}
+	}
+	return best
+}
+
+// kneeSentence states a scan's knee, or that there is none.
+func kneeSentence(r Report) string {
+	k := scanKnee(r.Cells)
+	if k < 0 {
+		return fmt.Sprintf("No knee: at no offered rate did completions keep up (reach %s of the offered rate).", fmtPct(kneeKeepUp))
+	}
+	c := r.Cells[k]
+	return fmt.Sprintf("Knee: %s (%s req/s offered, %s req/s completed, p95 TTFT %s ms), the highest offered rate whose completions kept up (at least %s of the offered rate).",
+		fmtMultiple(c.Multiple), fmtReqS(c.Rate), fmtReqS(c.CompletionRate), fmtMS(c.TTFTp95), fmtPct(kneeKeepUp))
+}
+
+// stateClass turns a state into a CSS class or id fragment: "n/c" → "nc".
+func stateClass(s State) string { return cssToken(string(s)) }

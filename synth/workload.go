@@ -1,0 +1,173 @@
+// Package synth is slogate's synthetic prober: it runs the benchmark matrix (context
+// length × concurrency, workload shapes, arrival-rate scans) against an engine with the
+// measurement rules of shared/seeds, and reports the results as JSON, Markdown and HTML.
+//
+// The prober is a client of the engine: it measures with package measure, exactly as the
+// proxy does, and knows nothing of the proxy or of admission control.
+package synth
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+)
+
+// ErrInvalidWorkload wraps every problem found in a workload definition.
+var ErrInvalidWorkload = errors.New("synth: invalid workload")
+
+// Kind is what a workload measures.
+type Kind string
+
+// The workload kinds.
+const (
+	// Matrix runs every context length at every concurrency: the prefill speed of one
+	// request per context (on the warm-up) and the sustained decode throughput of each
+	// cell, as shared/seeds/000 does.
+	Matrix Kind = "matrix"
+	// Shapes runs each input/output shape at each concurrency, as shared/seeds/001 does.
+	Shapes Kind = "shapes"
+	// Scan offers open-loop arrivals at multiples of a reference rate, as
+	// shared/seeds/003 does, to find where completions stop growing while TTFT explodes.
+	Scan Kind = "scan"
+)
+
+// Shape is a request shape: exact input and output lengths in tokens.
+type Shape struct {
+	Name   string `yaml:"name" json:"name"`
+	Input  int    `yaml:"input" json:"input"`
+	Output int    `yaml:"output" json:"output"`
+}
+
+// Workload is a probe definition. Workloads are data: the presets below, or YAML files
+// decoded strictly.
+type Workload struct {
+	Name string `yaml:"name" json:"name"`
+	Kind Kind   `yaml:"kind" json:"kind"`
+
+	// Matrix: context lengths and concurrencies; every request asks for Output tokens.
+	Contexts    []int `yaml:"contexts,omitempty" json:"contexts,omitempty"`
+	Concurrency []int `yaml:"concurrency,omitempty" json:"concurrency,omitempty"`
+	Output      int   `yaml:"output,omitempty" json:"output,omitempty"`
+
+	// Shapes (and the one shape of a Scan).
+	Shapes []Shape `yaml:"shapes,omitempty" json:"shapes,omitempty"`
+
+	// Scan: offered rates are Multiples of ReferenceRate (requests/s); a zero
+	// ReferenceRate is measured first as the closed-loop throughput at
+	// CalibrationConcurrency. Arrivals are "constant" or "poisson".
+	Multiples              []float64 `yaml:"multiples,omitempty" json:"multiples,omitempty"`
+	ReferenceRate          float64   `yaml:"reference_rate,omitempty" json:"reference_rate,omitempty"`
+	CalibrationConcurrency int       `yaml:"calibration_concurrency,omitempty" json:"calibration_concurrency,omitempty"`
+	Arrival                string    `yaml:"arrival,omitempty" json:"arrival,omitempty"`
+
+	// Rounds: each cell runs a warm-up and then Rounds rounds, each bounded by Duration
+	// or by Requests (requests per concurrent stream); the rounds must agree within
+	// Agreement (relative spread of output throughput) for the cell to be stable.
+	Duration  Duration `yaml:"duration,omitempty" json:"duration,omitempty"`
+	Requests  int      `yaml:"requests,omitempty" json:"requests,omitempty"`
+	Rounds    int      `yaml:"rounds,omitempty" json:"rounds,omitempty"`
+	Agreement float64  `yaml:"agreement,omitempty" json:"agreement,omitempty"`
+
+	// SharedPrefix tokens open every prompt, to measure prefix caching on purpose; 0
+	// makes every prompt random from its first token, so caching cannot flatter results.
+	SharedPrefix int `yaml:"shared_prefix,omitempty" json:"shared_prefix,omitempty"`
+}
+
+// Duration is a time.Duration written as "30s" in YAML and JSON.
+type Duration time.Duration
+
+// UnmarshalYAML parses a Go duration string.
+func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
+	v, err := time.ParseDuration(n.Value)
+	if err != nil {
+		return fmt.Errorf("line %d: %q is not a duration such as 30s", n.Line, n.Value)
+	}
+	*d = Duration(v)
+	return nil
+}
+
+// MarshalText writes the duration as "30s".
+func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
+
+// UnmarshalText parses "30s".
+func (d *Duration) UnmarshalText(b []byte) error {
+	v, err := time.ParseDuration(string(b))
+	*d = Duration(v)
+	return err
+}
+
+// Presets are the named workloads of `slogate probe --workload NAME`.
+var Presets = map[string]Workload{
+	// The matrix of shared/seeds/000: 8K-251K context, 1-128 streams, 30 s per cell,
+	// up to 4,096 output tokens.
+	"context-matrix": {
+		Name: "context-matrix", Kind: Matrix,
+		Contexts:    []int{8192, 16384, 32768, 65536, 131072, 257024},
+		Concurrency: []int{1, 2, 4, 8, 16, 32, 64, 128},
+		Output:      4096, Duration: Duration(30 * time.Second), Rounds: 1, Agreement: 0.06,
+	},
+	// The seven shapes of shared/seeds/001 at 1, 16 and 64 streams, 60 s rounds.
+	"shapes": {
+		Name: "shapes", Kind: Shapes,
+		Shapes: []Shape{
+			{"API-S", 2048, 256}, {"CHAT-S", 2048, 512}, {"CODE-I", 16384, 2048}, {"CHAT-L", 32768, 2048},
+			{"CODE-A", 65536, 4096}, {"DOC-L", 131072, 2048}, {"BATCH-D", 4096, 8192},
+		},
+		Concurrency: []int{1, 16, 64}, Duration: Duration(60 * time.Second), Rounds: 2, Agreement: 0.06,
+	},
+	// The arrival-rate scan of shared/seeds/003: 8K in / 128 out, Poisson arrivals at
+	// 0.5x, 0.8x and 1.1x of the closed-loop throughput at 32 streams, three 3-minute
+	// rounds each.
+	"rate-scan": {
+		Name: "rate-scan", Kind: Scan,
+		Shapes:    []Shape{{"8K/128", 8192, 128}},
+		Multiples: []float64{0.5, 0.8, 1.1}, CalibrationConcurrency: 32, Arrival: "poisson",
+		Duration: Duration(3 * time.Minute), Rounds: 3, Agreement: 0.06,
+	},
+}
+
+// Quick returns w shortened so that a whole preset runs in about a minute: short rounds,
+// one round per cell, and outputs capped at 256 tokens. Shapes and contexts keep their
+// inputs, so prefill and capacity limits are still the real ones.
+func (w Workload) Quick() Workload {
+	// Open-loop rounds get longer windows than closed-loop ones: at a fraction of the
+	// reference rate, a 3 s window would hold only a handful of arrivals.
+	limit := 3 * time.Second
+	if w.Kind == Scan {
+		limit = 10 * time.Second
+	}
+	w.Duration = Duration(min(time.Duration(w.Duration), limit))
+	w.Rounds = 1
+	w.Output = min(w.Output, 256)
+	shapes := make([]Shape, len(w.Shapes))
+	for i, s := range w.Shapes {
+		s.Output = min(s.Output, 256)
+		shapes[i] = s
+	}
+	w.Shapes = shapes
+	return w
+}
+
+// LoadWorkload reads a workload file (YAML, decoded strictly) and validates it.
+func LoadWorkload(path string) (Workload, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return Workload{}, fmt.Errorf("%w: %v", ErrInvalidWorkload, err)
+	}
+	return ParseWorkload(data)
+}
+
+// ParseWorkload decodes a workload (unknown fields are errors) and validates it.
+func ParseWorkload(data []byte) (Workload, error) {
+	var w Workload
+	dec := yaml.NewDecoder(bytes.NewReader(data))
+	dec.KnownFields(true)
+	if err := dec.Decode(&w); err != nil {
+		return Workload{}, fmt.Errorf("%w: %v", ErrInvalidWorkload, err)
+	}
+	return w, w.Validate()
+}
