@@ -43,7 +43,9 @@ type TierConfig struct {
 	// moves the working cap between MinInFlight (default 1) and it.
 	MaxInFlight int `yaml:"max_in_flight"`
 	MinInFlight int `yaml:"min_in_flight"`
-	// MaxQueue requests may wait, each at most MaxQueueWait.
+	// MaxQueue requests may wait, each at most MaxQueueWait; a zero wait defaults to
+	// half the tier's TTFT SLO, so that a request that waited the longest can still
+	// meet it (the client feels the wait as part of its TTFT).
 	MaxQueue     int      `yaml:"max_queue"`
 	MaxQueueWait Duration `yaml:"max_queue_wait"`
 	SLO          SLO      `yaml:"slo"` // zero fields take the sidecar's SLOs
@@ -59,10 +61,11 @@ type SLO struct {
 // take the defaults.
 type Feedback struct {
 	Interval   Duration `yaml:"interval"`    // how often the cap is reconsidered; default 2s
-	Window     Duration `yaml:"window"`      // observations older than this are forgotten; default 30s
-	MinSamples int      `yaml:"min_samples"` // fewer observations than this change nothing; default 20
+	Window     Duration `yaml:"window"`      // observations older than this are forgotten; default 60s
+	MinSamples int      `yaml:"min_samples"` // fewer observations than this change nothing; default 10
 	Backoff    float64  `yaml:"backoff"`     // cap multiplier when an SLO is missed, in (0,1); default 0.9
 	Increase   float64  `yaml:"increase"`    // cap increment when SLOs are met and requests wait; default 1
+	Target     float64  `yaml:"target"`      // the share of each SLO the p95s aim at, in (0,1]; default 0.9
 }
 
 // Duration is a time.Duration written as "2s" or "100ms" in YAML.
@@ -134,8 +137,8 @@ func (c Config) Validate() error {
 			return bad("rate must be >= 0 with burst >= 1 when the rate is set")
 		case t.MaxInFlight < 1 || t.MinInFlight < 0 || t.MinInFlight > t.MaxInFlight:
 			return bad("needs 1 <= min_in_flight <= max_in_flight (min defaults to 1)")
-		case t.MaxQueue < 0 || t.MaxQueueWait < 0 || t.MaxQueue > 0 && t.MaxQueueWait == 0:
-			return bad("max_queue >= 0, and max_queue_wait > 0 when there is a queue")
+		case t.MaxQueue < 0 || t.MaxQueueWait < 0:
+			return bad("max_queue and max_queue_wait must not be negative")
 		case t.SLO.TTFT < 0 || t.SLO.TPOT < 0:
 			return bad("SLOs must not be negative")
 		}
@@ -144,8 +147,9 @@ func (c Config) Validate() error {
 	}
 	f := c.Feedback
 	// Written so that NaN fails too (.nan decodes from YAML, and would poison the cap).
-	if f.Interval < 0 || f.Window < 0 || f.MinSamples < 0 || !(f.Increase >= 0) || math.IsInf(f.Increase, 0) || !(f.Backoff >= 0 && f.Backoff < 1) {
-		return fmt.Errorf("%w: feedback: interval, window and min_samples >= 0, increase finite and >= 0, backoff in (0,1)", ErrInvalidConfig)
+	if f.Interval < 0 || f.Window < 0 || f.MinSamples < 0 || !(f.Increase >= 0) || math.IsInf(f.Increase, 0) ||
+		!(f.Backoff >= 0 && f.Backoff < 1) || !(f.Target >= 0 && f.Target <= 1) {
+		return fmt.Errorf("%w: feedback: interval, window and min_samples >= 0, increase finite and >= 0, backoff in (0,1), target in (0,1]", ErrInvalidConfig)
 	}
 	return nil
 }
@@ -164,12 +168,16 @@ func (c Config) withDefaults(slo SLO) Config {
 			t.SLO.TPOT = slo.TPOT
 		}
 		t.MinInFlight = max(t.MinInFlight, 1)
+		if t.MaxQueueWait == 0 {
+			t.MaxQueueWait = t.SLO.TTFT / 2
+		}
 	}
 	c.Tiers = tiers
 	f := &c.Feedback
 	f.Interval = orDefault(f.Interval, Duration(2*time.Second))
-	f.Window = orDefault(f.Window, Duration(30*time.Second))
-	f.MinSamples = orDefault(f.MinSamples, 20)
+	f.Window = orDefault(f.Window, Duration(60*time.Second))
+	f.MinSamples = orDefault(f.MinSamples, 10)
+	f.Target = orDefault(f.Target, 0.9)
 	f.Backoff = orDefault(f.Backoff, 0.9)
 	f.Increase = orDefault(f.Increase, 1)
 	return c
@@ -185,15 +193,17 @@ func orDefault[T comparable](v, def T) T {
 
 // DefaultConfig is the configuration used when no tiers file is given: tiers of at most
 // 2K, 8K and 32K input tokens and one above, no rate limit, in-flight caps and queues
-// that shrink as prompts grow, and the sidecar's SLOs.
+// that shrink as prompts grow (so that long prompts cannot crowd out short ones), the
+// sidecar's SLOs, and queue waits of half the TTFT SLO. `slogate calibrate` measures
+// better numbers for a given engine.
 func DefaultConfig() Config {
-	tier := func(name string, maxIn, inFlight, queue int, wait time.Duration) TierConfig {
-		return TierConfig{Name: name, MaxInputTokens: maxIn, MaxInFlight: inFlight, MaxQueue: queue, MaxQueueWait: Duration(wait)}
+	tier := func(name string, maxIn, inFlight, queue int) TierConfig {
+		return TierConfig{Name: name, MaxInputTokens: maxIn, MaxInFlight: inFlight, MaxQueue: queue}
 	}
 	return Config{Tiers: []TierConfig{
-		tier("short", 2048, 64, 128, 2*time.Second),
-		tier("medium", 8192, 32, 64, 4*time.Second),
-		tier("long", 32768, 8, 16, 10*time.Second),
-		tier("xlong", 0, 2, 4, 30*time.Second),
+		tier("short", 2048, 64, 128),
+		tier("medium", 8192, 32, 64),
+		tier("long", 32768, 4, 8),
+		tier("xlong", 0, 2, 4),
 	}}
 }

@@ -154,9 +154,8 @@ func TestValidate(t *testing.T) {
 		{name: "no in-flight cap", edit: tier(0, func(t *TierConfig) { t.MaxInFlight = 0 }), want: "min_in_flight <= max_in_flight"},
 		{name: "negative min in flight", edit: tier(0, func(t *TierConfig) { t.MinInFlight = -1 }), want: "min_in_flight <= max_in_flight"},
 		{name: "min above max", edit: tier(0, func(t *TierConfig) { t.MinInFlight = 5 }), want: "min_in_flight <= max_in_flight"},
-		{name: "negative queue", edit: tier(0, func(t *TierConfig) { t.MaxQueue = -1 }), want: "max_queue >= 0"},
-		{name: "negative wait", edit: tier(0, func(t *TierConfig) { t.MaxQueueWait = -1 }), want: "max_queue >= 0"},
-		{name: "queue without a wait", edit: tier(0, func(t *TierConfig) { t.MaxQueueWait = 0 }), want: "max_queue_wait > 0"},
+		{name: "negative queue", edit: tier(0, func(t *TierConfig) { t.MaxQueue = -1 }), want: "must not be negative"},
+		{name: "negative wait", edit: tier(0, func(t *TierConfig) { t.MaxQueueWait = -1 }), want: "must not be negative"},
 		{name: "negative TTFT SLO", edit: tier(0, func(t *TierConfig) { t.SLO.TTFT = -1 }), want: "SLOs"},
 		{name: "negative TPOT SLO", edit: tier(1, func(t *TierConfig) { t.SLO.TPOT = -1 }), want: "SLOs"},
 		{name: "negative interval", edit: fb(func(f *Feedback) { f.Interval = -1 }), want: "feedback"},
@@ -228,7 +227,7 @@ func TestWithDefaults(t *testing.T) {
 			t.Errorf("tier %q: SLO %+v min %d, want %+v min %d", tc.Name, tc.SLO, tc.MinInFlight, wantSLO[i], wantMin[i])
 		}
 	}
-	wantFB := Feedback{Interval: Duration(2 * time.Second), Window: Duration(30 * time.Second), MinSamples: 7, Backoff: 0.5, Increase: 1}
+	wantFB := Feedback{Interval: Duration(2 * time.Second), Window: Duration(60 * time.Second), MinSamples: 7, Backoff: 0.5, Increase: 1, Target: 0.9}
 	if d.Feedback != wantFB {
 		t.Errorf("feedback %+v, want %+v", d.Feedback, wantFB)
 	}
@@ -294,4 +293,17 @@ func FuzzParseConfig(f *testing.F) {
 			t.Fatalf("New rejects a parsed config: %v", err)
 		}
 	})
+}
+
+// A queue without a wait waits half the tier's TTFT SLO: a request that waited the
+// longest can still meet the SLO.
+func TestQueueWaitDefaultsToHalfTheTTFT(t *testing.T) {
+	c := Config{Tiers: []TierConfig{{Name: "a", MaxInputTokens: 10, MaxInFlight: 1, MaxQueue: 4}, {Name: "b", MaxInFlight: 1, MaxQueue: 4, SLO: SLO{TTFT: Duration(8 * time.Second)}}}}
+	if err := c.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	d := c.withDefaults(SLO{TTFT: Duration(2 * time.Second), TPOT: Duration(100 * time.Millisecond)})
+	if d.Tiers[0].MaxQueueWait != Duration(time.Second) || d.Tiers[1].MaxQueueWait != Duration(4*time.Second) {
+		t.Errorf("waits %v and %v, want 1s and 4s", time.Duration(d.Tiers[0].MaxQueueWait), time.Duration(d.Tiers[1].MaxQueueWait))
+	}
 }

@@ -10,10 +10,17 @@ import (
 //
 //   - Every Feedback.Interval, the tier's TTFT and TPOT observations of the last
 //     Feedback.Window are summarised as their 95th percentiles (when at least
-//     Feedback.MinSamples of either are known).
-//   - If either p95 exceeds the tier's SLO, the cap is multiplied by Feedback.Backoff
-//     (default 0.9), never below min_in_flight, and the window is cleared, so the next
-//     decision rests on what happened under the new cap.
+//     Feedback.MinSamples of either are known). Only requests dispatched since the cap
+//     last changed count: a request's TPOT is known only when it ends, many seconds
+//     after it was admitted, and judging a new cap by requests admitted under the old
+//     one makes the controller overshoot and then back off again and again.
+//   - If either p95 exceeds Feedback.Target (default 0.9) of the tier's SLO, the cap is
+//     multiplied by Feedback.Backoff (default 0.9), or by aim/p95 when the p95 overshoots
+//     by more than that (never by less than 0.5, as Envoy's gradient controller scales
+//     its limit by the ratio of the target latency to the measured one), and never
+//     below min_in_flight. Aiming below the SLO keeps the cap off the edge where one more
+//     request in the batch pushes every request over it; scaling the cut with the
+//     overshoot gets far off caps down in a few rounds instead of dozens.
 //   - Otherwise, if requests are waiting in the tier's queue (demand above the cap), the
 //     cap grows by Feedback.Increase (default 1), never above max_in_flight.
 //   - With the SLOs met and nobody waiting, the cap stays where it is.
@@ -25,10 +32,10 @@ import (
 // maxSamples bounds the observations a window keeps per metric.
 const maxSamples = 1024
 
-// sample is one observation.
+// sample is one observation: of a request dispatched at sent that ended at at.
 type sample struct {
-	at time.Time
-	v  time.Duration
+	at, sent time.Time
+	v        time.Duration
 }
 
 // sloWindow keeps a tier's recent TTFT and TPOT observations and the last p95s.
@@ -37,12 +44,12 @@ type sloWindow struct {
 	p95TTFT, p95TPOT time.Duration // as of the last adjustment; 0 unknown
 }
 
-func (w *sloWindow) observe(now time.Time, ttft, tpot time.Duration) {
+func (w *sloWindow) observe(now, sent time.Time, ttft, tpot time.Duration) {
 	if ttft > 0 {
-		w.ttft = appendSample(w.ttft, sample{now, ttft})
+		w.ttft = appendSample(w.ttft, sample{now, sent, ttft})
 	}
 	if tpot > 0 {
-		w.tpot = appendSample(w.tpot, sample{now, tpot})
+		w.tpot = appendSample(w.tpot, sample{now, sent, tpot})
 	}
 }
 
@@ -63,21 +70,37 @@ func (t *tierState) adjust(now time.Time, fb Feedback) bool {
 	w := &t.slo
 	cutoff := now.Add(-time.Duration(fb.Window))
 	w.ttft, w.tpot = dropBefore(w.ttft, cutoff), dropBefore(w.tpot, cutoff)
-	w.p95TTFT, w.p95TPOT = p95(w.ttft, fb.MinSamples), p95(w.tpot, fb.MinSamples)
+	w.p95TTFT, w.p95TPOT = p95(w.ttft, t.changed, fb.MinSamples), p95(w.tpot, t.changed, fb.MinSamples)
 	if w.p95TTFT == 0 && w.p95TPOT == 0 {
 		return false
 	}
 	old := t.limit
 	slo := t.cfg.SLO // an SLO of 0 is none (not "every observation misses")
-	missed := slo.TTFT > 0 && w.p95TTFT > time.Duration(slo.TTFT) || slo.TPOT > 0 && w.p95TPOT > time.Duration(slo.TPOT)
+	factor := min(overshoot(w.p95TTFT, slo.TTFT, fb.Target), overshoot(w.p95TPOT, slo.TPOT, fb.Target))
 	switch {
-	case missed:
-		t.limit = max(t.limit*fb.Backoff, float64(t.cfg.MinInFlight))
-		w.ttft, w.tpot = w.ttft[:0], w.tpot[:0]
+	case factor < 1:
+		t.limit = max(t.limit*max(min(factor, fb.Backoff), minBackoff), float64(t.cfg.MinInFlight))
 	case t.queued > 0:
 		t.limit = min(t.limit+fb.Increase, float64(t.cfg.MaxInFlight))
 	}
-	return t.limit != old
+	if t.limit != old {
+		t.changed = now
+		return true
+	}
+	return false
+}
+
+// minBackoff is the deepest single cut of the cap.
+const minBackoff = 0.5
+
+// overshoot returns aim/p95 when p95 is over the aim (target × slo), else 1. An SLO or a
+// p95 of 0 is unknown: 1.
+func overshoot(p95 time.Duration, slo Duration, target float64) float64 {
+	aim := target * float64(slo)
+	if slo <= 0 || p95 <= 0 || float64(p95) <= aim {
+		return 1
+	}
+	return aim / float64(p95)
 }
 
 func dropBefore(s []sample, cutoff time.Time) []sample {
@@ -88,15 +111,17 @@ func dropBefore(s []sample, cutoff time.Time) []sample {
 	return s[i:]
 }
 
-// p95 returns the 95th percentile (nearest rank) of the samples, or 0 with fewer than
-// min of them.
-func p95(s []sample, min int) time.Duration {
-	if len(s) == 0 || len(s) < min {
-		return 0
+// p95 returns the 95th percentile (nearest rank) of the samples of requests dispatched
+// at or after since, or 0 with fewer than min of them.
+func p95(s []sample, since time.Time, min int) time.Duration {
+	vs := make([]time.Duration, 0, len(s))
+	for _, x := range s {
+		if !x.sent.Before(since) {
+			vs = append(vs, x.v)
+		}
 	}
-	vs := make([]time.Duration, len(s))
-	for i, x := range s {
-		vs[i] = x.v
+	if len(vs) == 0 || len(vs) < min {
+		return 0
 	}
 	slices.Sort(vs)
 	rank := (len(vs)*95 + 99) / 100 // ceil(0.95 n)

@@ -32,7 +32,7 @@ func TestP95NearestRank(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if got := p95(tt.s, tt.min); got != tt.want {
+			if got := p95(tt.s, time.Time{}, tt.min); got != tt.want {
 				t.Fatalf("p95 = %v, want %v", got, tt.want)
 			}
 		})
@@ -42,7 +42,7 @@ func TestP95NearestRank(t *testing.T) {
 // TestAdjust runs one round of the AIMD controller on a tier in a known state.
 func TestAdjust(t *testing.T) {
 	const sloTTFT, sloTPOT = time.Second, 100 * time.Millisecond
-	fb := Feedback{Interval: Duration(2 * time.Second), Window: Duration(30 * time.Second), MinSamples: 20, Backoff: 0.5, Increase: 1}
+	fb := Feedback{Interval: Duration(2 * time.Second), Window: Duration(30 * time.Second), MinSamples: 20, Backoff: 0.5, Increase: 1, Target: 1}
 	many := func(n int, v time.Duration) []time.Duration {
 		s := make([]time.Duration, n)
 		for i := range s {
@@ -92,19 +92,52 @@ func TestAdjust(t *testing.T) {
 				ts.adjusted = now.Add(-tt.sinceLast)
 			}
 			for _, v := range tt.ttft {
-				ts.slo.observe(now.Add(-tt.age), v, 0)
+				ts.slo.observe(now.Add(-tt.age), now.Add(-tt.age), v, 0)
 			}
 			for _, v := range tt.tpot {
-				ts.slo.observe(now.Add(-tt.age), 0, v)
+				ts.slo.observe(now.Add(-tt.age), now.Add(-tt.age), 0, v)
 			}
 			changed := ts.adjust(now, fb)
 			if ts.limit != tt.want || changed != (tt.want != tt.limit) {
 				t.Fatalf("limit %v (changed %v), want %v", ts.limit, changed, tt.want)
 			}
-			if tt.want < tt.limit && (len(ts.slo.ttft) != 0 || len(ts.slo.tpot) != 0) {
-				t.Fatalf("a backoff keeps %d+%d observations; the window must restart", len(ts.slo.ttft), len(ts.slo.tpot))
+			if tt.want != tt.limit && !ts.changed.Equal(now) {
+				t.Fatalf("the cap changed but the change was not recorded (changed %v)", ts.changed)
 			}
 		})
+	}
+}
+
+// TestAdjustJudgesOnlyTheNewCap: after the cap changes, requests dispatched under the
+// old cap no longer count, however recently they ended; and the p95s aim at Target of
+// the SLO.
+func TestAdjustJudgesOnlyTheNewCap(t *testing.T) {
+	fb := Feedback{Interval: Duration(time.Second), Window: Duration(time.Minute), MinSamples: 3, Backoff: 0.5, Increase: 1, Target: 0.9}
+	now := epoch
+	ts := newTierState(TierConfig{Name: "t", MinInFlight: 1, MaxInFlight: 16, SLO: SLO{TPOT: Duration(100 * time.Millisecond)}}, now)
+	ts.queued = 1
+	observe := func(sent time.Time, tpot time.Duration, n int) {
+		for range n {
+			ts.slo.observe(now, sent, 0, tpot)
+		}
+	}
+	// 95 ms is within the SLO but over 90% of it: a miss, and the cap halves.
+	observe(now.Add(-10*time.Second), 95*time.Millisecond, 3)
+	if !ts.adjust(now, fb) || ts.limit != 8 {
+		t.Fatalf("p95 at 95%% of the SLO: limit %v, want 8", ts.limit)
+	}
+	// Later, more slow requests end, but all were dispatched before the change: the
+	// controller waits for evidence about the new cap instead of halving again.
+	now = now.Add(2 * time.Second)
+	observe(now.Add(-5*time.Second), 200*time.Millisecond, 10)
+	if ts.adjust(now, fb) || ts.limit != 8 {
+		t.Fatalf("judged the new cap by old requests: limit %v, want 8", ts.limit)
+	}
+	// Requests dispatched under the new cap meet the aim: it grows again.
+	now = now.Add(2 * time.Second)
+	observe(now.Add(-time.Second), 50*time.Millisecond, 3)
+	if !ts.adjust(now, fb) || ts.limit != 9 {
+		t.Fatalf("met under the new cap: limit %v, want 9", ts.limit)
 	}
 }
 
@@ -211,5 +244,26 @@ func TestFeedbackShadowDemand(t *testing.T) {
 	b.Done(fast)
 	if st := h.only(); st.InFlight != 0 {
 		t.Fatalf("in flight %d", st.InFlight)
+	}
+}
+
+// TestAdjustCutsWithTheOvershoot: a p95 a little over the aim costs Backoff of the cap,
+// one far over it costs aim/p95, and never more than half.
+func TestAdjustCutsWithTheOvershoot(t *testing.T) {
+	fb := Feedback{Interval: Duration(time.Second), Window: Duration(time.Minute), MinSamples: 1, Backoff: 0.9, Increase: 1, Target: 1}
+	for _, tc := range []struct {
+		tpot time.Duration
+		want float64
+	}{
+		{105 * time.Millisecond, 90}, // 100/105 = 0.95: the Backoff of 0.9 applies
+		{125 * time.Millisecond, 80}, // 100/125 = 0.8
+		{400 * time.Millisecond, 50}, // 100/400 = 0.25, held at 0.5
+	} {
+		ts := newTierState(TierConfig{Name: "t", MinInFlight: 1, MaxInFlight: 100, SLO: SLO{TPOT: Duration(100 * time.Millisecond)}}, epoch)
+		ts.slo.observe(epoch, epoch, 0, tc.tpot)
+		ts.adjust(epoch, fb)
+		if ts.limit != tc.want {
+			t.Errorf("p95 TPOT %v: cap 100 became %v, want %v", tc.tpot, ts.limit, tc.want)
+		}
 	}
 }

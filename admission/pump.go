@@ -200,7 +200,7 @@ func (tk *Ticket) Done(res measure.Result) {
 	}
 	t.finish(now)
 	if res.Outcome == measure.OK && res.Stream {
-		t.slo.observe(now, res.TTFT, res.TPOT)
+		t.slo.observe(now, tk.start, res.TTFT, res.TPOT)
 	}
 	c.pump(now, t)
 }

@@ -22,6 +22,7 @@ type tierState struct {
 	slo      sloWindow
 	finished []time.Time // recent completions, oldest first, for the service rate
 	adjusted time.Time   // when the feedback last ran
+	changed  time.Time   // when the feedback last changed the cap
 }
 
 // waiter is a request waiting in a tier's queue. Its channel receives exactly one

@@ -154,10 +154,10 @@ func (w tierWant) add(want map[string]float64) {
 // builtinTiers returns the idle state of tiersConfig's tiers.
 func builtinTiers() []tierWant {
 	return []tierWant{
-		{name: "short", limit: 64, min: 1, max: 64, queueLimit: 128, waitS: 2, rate: 50, maxInput: 2048, ttftSLO: 2, tpotSLO: 0.1},
-		{name: "medium", limit: 32, min: 1, max: 32, queueLimit: 64, waitS: 4, maxInput: 8192, ttftSLO: 2, tpotSLO: 0.1},
-		{name: "long", limit: 8, min: 1, max: 8, queueLimit: 16, waitS: 10, maxInput: 32768, ttftSLO: 2, tpotSLO: 0.1},
-		{name: "xlong", limit: 2, min: 1, max: 2, queueLimit: 4, waitS: 30, ttftSLO: 2, tpotSLO: 0.1},
+		{name: "short", limit: 64, min: 1, max: 64, queueLimit: 128, waitS: 1, rate: 50, maxInput: 2048, ttftSLO: 2, tpotSLO: 0.1},
+		{name: "medium", limit: 32, min: 1, max: 32, queueLimit: 64, waitS: 1, maxInput: 8192, ttftSLO: 2, tpotSLO: 0.1},
+		{name: "long", limit: 4, min: 1, max: 4, queueLimit: 8, waitS: 1, maxInput: 32768, ttftSLO: 2, tpotSLO: 0.1},
+		{name: "xlong", limit: 2, min: 1, max: 2, queueLimit: 4, waitS: 1, ttftSLO: 2, tpotSLO: 0.1},
 	}
 }
 
