@@ -1,0 +1,81 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/slogate/slogate/wire"
+)
+
+// newClient returns an HTTP client for one stack: as many connections as requests in
+// flight, no compression, no timeouts (the run's cut-off ends what is left).
+func newClient() *http.Client {
+	return &http.Client{Transport: &http.Transport{
+		MaxIdleConns: 4096, MaxIdleConnsPerHost: 4096, IdleConnTimeout: time.Minute, DisableCompression: true,
+	}}
+}
+
+// send posts one streaming completion and reads it to its end, measuring as the client
+// sees it: TTFT from just before sending to the first chunk carrying output, E2E to the
+// stream's end marker, tokens from the usage report. When ctx ends (the run's cut-off)
+// the request is abandoned and marked Cut.
+func send(ctx context.Context, client *http.Client, url string, body []byte, o *outcome) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
+	if err != nil {
+		o.Err = true
+		return
+	}
+	req.Header.Set("Content-Type", "application/json")
+	start := time.Now()
+	defer func() {
+		if !o.Done {
+			o.E2E = time.Since(start)
+			o.Cut = ctx.Err() != nil
+		}
+	}()
+	resp, err := client.Do(req)
+	if err != nil {
+		o.Err = ctx.Err() == nil
+		return
+	}
+	defer resp.Body.Close()
+	o.Status = resp.StatusCode
+	if resp.StatusCode != http.StatusOK {
+		o.Reason = resp.Header.Get("X-Slogate-Reason")
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return
+	}
+	r := wire.NewSSEReader(resp.Body, 0)
+	for {
+		ev, err := r.Next()
+		if errors.Is(err, io.EOF) {
+			return
+		}
+		if err != nil {
+			o.Err = ctx.Err() == nil
+			return
+		}
+		if ev.Comment {
+			continue
+		}
+		if ev.IsDone() {
+			o.Done, o.E2E = true, time.Since(start)
+			continue
+		}
+		c, err := wire.ScanChunk(ev.Data)
+		if err != nil || c.IsError {
+			o.Err = true
+			continue
+		}
+		if c.OutputBytes > 0 && !o.FirstTok {
+			o.FirstTok, o.TTFT = true, time.Since(start)
+		}
+		if c.HasUsage {
+			o.Tokens = c.Usage.CompletionTokens
+		}
+	}
+}

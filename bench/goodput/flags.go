@@ -1,0 +1,159 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/slogate/slogate/admission"
+)
+
+// options are the program's settings, from its flags.
+type options struct {
+	mode, profile         string
+	seed                  uint64
+	input, output         int
+	slo                   slo
+	scan                  []float64
+	refine, points        int
+	calWarmup, calWindow  time.Duration
+	rate                  float64
+	staticCap             int
+	staticWait            time.Duration
+	levels                []float64
+	warmup, window        time.Duration
+	serial                bool
+	short, long           class
+	mixWarmup, mixWindow  time.Duration
+	fb                    admission.Feedback
+	out                   string
+	variants, mixVariants []variant
+	quiet                 float64
+	quietMax              time.Duration
+}
+
+// rawFlags are the flags that need parsing after flag.Parse.
+type rawFlags struct {
+	scan, levels, short, long string
+	variants, mixVariants     string
+	fbInterval, fbWindow      time.Duration
+}
+
+// parseFlags parses args into options.
+func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
+	var o options
+	var r rawFlags
+	o.define(fs, &r)
+	if err := fs.Parse(args); err != nil {
+		return o, err
+	}
+	return o, o.finish(r)
+}
+
+// define registers the flags of the workload and the phases.
+func (o *options) define(fs *flag.FlagSet, r *rawFlags) {
+	fs.StringVar(&o.mode, "mode", "all", "phases to run, comma-separated: calibrate, goodput, mixed; all = all three")
+	fs.StringVar(&o.profile, "profile", "h20x8-flash", "simulator profile")
+	fs.Uint64Var(&o.seed, "seed", 1, "seed of the arrivals and prompts (the same for every stack)")
+	fs.IntVar(&o.input, "input", 8192, "prompt length of the goodput workload, in token ids")
+	fs.IntVar(&o.output, "output", 128, "output length of the goodput workload (max_tokens, ignore_eos)")
+	fs.DurationVar(&o.slo.TTFT, "slo-ttft", 5*time.Second, "TTFT SLO")
+	fs.DurationVar(&o.slo.TPOT, "slo-tpot", 100*time.Millisecond, "TPOT SLO")
+	fs.StringVar(&r.scan, "scan", "0.6,0.8,1.0,1.2,1.4,1.6", "calibration: the coarse scan's rates (req/s)")
+	fs.IntVar(&o.refine, "refine", 1, "calibration: rounds of refinement after the scan")
+	fs.IntVar(&o.points, "points", 3, "calibration: rates tried in each refinement round")
+	fs.DurationVar(&o.calWarmup, "cal-warmup", 30*time.Second, "calibration: unmeasured arrivals before each window")
+	fs.DurationVar(&o.calWindow, "cal-window", 90*time.Second, "calibration: measured arrivals at each rate")
+	fs.Float64Var(&o.rate, "rate", 0, "sustainable rate (req/s) for the goodput phase without calibrating")
+	fs.IntVar(&o.staticCap, "static-cap", 0, "the static in-flight cap for the goodput phase without calibrating")
+	fs.DurationVar(&o.staticWait, "static-wait", 0, "the 8K queue wait for the goodput or mixed phase without calibrating")
+	fs.StringVar(&r.levels, "levels", "0.5,0.8,1,1.5,2", "goodput: load levels, as multiples of the sustainable rate")
+	fs.DurationVar(&o.warmup, "warmup", 60*time.Second, "goodput: unmeasured arrivals before the window")
+	fs.DurationVar(&o.window, "window", 120*time.Second, "goodput: measured arrivals")
+	fs.BoolVar(&o.serial, "serial", false, "goodput: run the load levels one after another instead of at once")
+	fs.StringVar(&r.short, "mixed-short", "1024:64:1.5", "mixed: short requests, input:output:rate")
+	fs.StringVar(&r.long, "mixed-long", "30720:16:0.5", "mixed: long requests, input:output:rate")
+	fs.DurationVar(&o.mixWarmup, "mixed-warmup", 60*time.Second, "mixed: unmeasured arrivals before the window")
+	fs.DurationVar(&o.mixWindow, "mixed-window", 120*time.Second, "mixed: measured arrivals")
+	fs.StringVar(&o.out, "out", "", "directory for raw results (JSON lines); empty: none")
+	fs.Float64Var(&o.quiet, "quiet", 0.15, "before each phase, wait until other processes use less than this share of the machine's CPU")
+	fs.DurationVar(&o.quietMax, "quiet-max", 10*time.Minute, "the longest wait for a quiet machine")
+	o.defineSlogate(fs, r)
+}
+
+// defineSlogate registers the flags of slogate's feedback and its variants.
+func (o *options) defineSlogate(fs *flag.FlagSet, r *rawFlags) {
+	fs.DurationVar(&r.fbInterval, "fb-interval", 0, "slogate feedback interval (0: admission's default)")
+	fs.DurationVar(&r.fbWindow, "fb-window", 0, "slogate feedback window (0: default)")
+	fs.IntVar(&o.fb.MinSamples, "fb-min-samples", 0, "slogate feedback min samples (0: default)")
+	fs.Float64Var(&o.fb.Backoff, "fb-backoff", 0, "slogate feedback backoff (0: default)")
+	fs.Float64Var(&o.fb.Increase, "fb-increase", 0, "slogate feedback increase (0: default)")
+	fs.StringVar(&r.variants, "variants", "", "goodput: extra slogate configurations beside the three, label:key=value,...;... (keys interval, window, min-samples, backoff, increase, tier-ttft, tier-tpot, long-in-flight, long-queue, long-wait)")
+	fs.StringVar(&r.mixVariants, "mixed-variants", "", "mixed: extra slogate configurations beside the two, as -variants")
+}
+
+// finish parses what the flags left as text and checks the mode.
+func (o *options) finish(r rawFlags) error {
+	o.fb.Interval, o.fb.Window = admission.Duration(r.fbInterval), admission.Duration(r.fbWindow)
+	for _, m := range strings.Split(o.mode, ",") {
+		if m = strings.TrimSpace(m); m != "all" && m != "calibrate" && m != "goodput" && m != "mixed" {
+			return fmt.Errorf("-mode %q: want calibrate, goodput, mixed or all", o.mode)
+		}
+	}
+	var err error
+	if o.scan, err = floats(r.scan); err != nil {
+		return err
+	}
+	if o.levels, err = floats(r.levels); err != nil {
+		return err
+	}
+	if o.short, err = parseClass("short", r.short); err != nil {
+		return err
+	}
+	if o.long, err = parseClass("long", r.long); err != nil {
+		return err
+	}
+	if o.variants, err = parseVariants(r.variants, o.fb); err != nil {
+		return err
+	}
+	o.mixVariants, err = parseVariants(r.mixVariants, o.fb)
+	return err
+}
+
+// runs reports whether -mode asks for the phase.
+func (o options) runs(phase string) bool {
+	for _, m := range strings.Split(o.mode, ",") {
+		if m = strings.TrimSpace(m); m == "all" || m == phase {
+			return true
+		}
+	}
+	return false
+}
+
+func floats(s string) ([]float64, error) {
+	var out []float64
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
+		if err != nil || v <= 0 {
+			return nil, fmt.Errorf("%q: want positive numbers separated by commas", s)
+		}
+		out = append(out, v)
+	}
+	return out, nil
+}
+
+// parseClass parses input:output:rate.
+func parseClass(name, s string) (class, error) {
+	parts := strings.Split(s, ":")
+	if len(parts) == 3 {
+		in, err1 := strconv.Atoi(parts[0])
+		out, err2 := strconv.Atoi(parts[1])
+		rate, err3 := strconv.ParseFloat(parts[2], 64)
+		if err1 == nil && err2 == nil && err3 == nil && in > 0 && out > 0 && rate > 0 {
+			return class{Name: name, Input: in, Output: out, Rate: rate}, nil
+		}
+	}
+	return class{}, fmt.Errorf("%s class %q: want input:output:rate, e.g. 1024:64:1.5", name, s)
+}
