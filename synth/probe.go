@@ -19,18 +19,19 @@ var ErrGateFailed = errors.New("synth: the functional gate failed; no performanc
 
 // Report is the result of one probe run.
 type Report struct {
-	Schema     string    `json:"schema"`
-	Workload   Workload  `json:"workload"`
-	Target     string    `json:"target"`
-	Model      string    `json:"model"`
-	Engine     string    `json:"engine"`
-	KVCapacity int       `json:"kv_capacity_tokens,omitempty"` // 0: unknown
-	Started    time.Time `json:"started"`
-	Finished   time.Time `json:"finished"`
-	Gate       []Check   `json:"gate,omitempty"`
-	Prefill    []Prefill `json:"prefill,omitempty"`        // matrix: one request per context
-	Reference  float64   `json:"reference_rate,omitempty"` // scan: requests/s the multiples apply to
-	Cells      []Cell    `json:"cells"`
+	Schema     string     `json:"schema"`
+	Workload   Workload   `json:"workload"`
+	Target     string     `json:"target"`
+	Model      string     `json:"model"`
+	Engine     string     `json:"engine"`
+	KVCapacity int        `json:"kv_capacity_tokens,omitempty"` // 0: unknown
+	Started    time.Time  `json:"started"`
+	Finished   time.Time  `json:"finished"`
+	Gate       []Check    `json:"gate,omitempty"`
+	Prompts    PromptKind `json:"prompts"`
+	Prefill    []Prefill  `json:"prefill,omitempty"`        // matrix: one request per context
+	Reference  float64    `json:"reference_rate,omitempty"` // scan: requests/s the multiples apply to
+	Cells      []Cell     `json:"cells"`
 }
 
 // Prefill is the single-request prefill speed at one context length, measured on the
@@ -82,6 +83,12 @@ func Run(ctx context.Context, t *Target, w Workload, opts Options) (Report, erro
 			return rep, ErrGateFailed
 		}
 	}
+	kind, err := t.promptKind(ctx)
+	if err != nil {
+		rep.Finished = t.now()
+		return rep, err
+	}
+	rep.Prompts = kind
 	r := runner{t: t, w: w, opts: opts, rep: &rep}
 	switch w.Kind {
 	case Matrix:
@@ -126,7 +133,7 @@ func (r *runner) record(c Cell) {
 // promptFor returns the prompt maker of a shape.
 func (r *runner) promptFor(input, output int) func(uint64) prompt {
 	return func(seed uint64) prompt {
-		return prompt{input: input, output: output, seed: seed, sharedPrefix: min(r.w.SharedPrefix, input)}
+		return prompt{input: input, output: output, seed: seed, sharedPrefix: min(r.w.SharedPrefix, input), wordsPerToken: r.rep.Prompts.WordsPerToken}
 	}
 }
 

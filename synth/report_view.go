@@ -27,6 +27,7 @@ func headerFields(r Report) []field {
 		{"Model", orDash(r.Model)},
 		{"Engine", orDash(r.Engine)},
 		{"KV capacity", kv},
+		{"Prompts", promptSummary(r.Prompts)},
 	}
 	if r.Workload.Kind == Scan {
 		fs = append(fs, field{"Reference rate", referenceSummary(r)})
@@ -35,6 +36,14 @@ func headerFields(r Report) []field {
 		field{"Started", fmtTime(r.Started)},
 		field{"Finished", fmtTime(r.Finished)},
 		field{"Duration", fmtSpan(r.Started, r.Finished)})
+}
+
+// promptSummary says how the run wrote its prompts.
+func promptSummary(k PromptKind) string {
+	if !k.Text {
+		return "random token ids (exact lengths)"
+	}
+	return fmt.Sprintf("random words, %.2f per token as calibrated on the engine (lengths within a few percent)", k.WordsPerToken)
 }
 
 func orDash(s string) string {

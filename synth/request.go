@@ -3,6 +3,7 @@ package synth
 import (
 	"math/rand/v2"
 	"strconv"
+	"strings"
 )
 
 // Prompts are token ids, which vLLM and SGLang take on /v1/completions: the input length
@@ -21,6 +22,9 @@ type prompt struct {
 	input, output int
 	seed          uint64
 	sharedPrefix  int // leading tokens shared by every prompt of the run
+	// wordsPerToken, when set, makes the prompt text of about input tokens instead of
+	// token ids, for engines that refuse token-id prompts (see textPrompts).
+	wordsPerToken float64
 }
 
 // appendBody appends the JSON body of a streaming completions request for p to dst:
@@ -30,9 +34,28 @@ type prompt struct {
 func (p prompt) appendBody(dst []byte, modelJSON []byte) []byte {
 	dst = append(dst, `{"model":`...)
 	dst = append(dst, modelJSON...)
-	dst = append(dst, `,"prompt":[`...)
-	shared := rand.New(rand.NewPCG(0x5106a7e, 0xfeed))
-	own := rand.New(rand.NewPCG(p.seed, p.seed^0x9e3779b97f4a7c15))
+	dst = append(dst, `,"prompt":`...)
+	if p.wordsPerToken > 0 {
+		dst = p.appendText(dst)
+	} else {
+		dst = p.appendIDs(dst)
+	}
+	dst = append(dst, `,"max_tokens":`...)
+	dst = strconv.AppendInt(dst, int64(p.output), 10)
+	dst = append(dst, `,"temperature":0,"ignore_eos":true,"stream":true,`...)
+	dst = append(dst, `"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`...)
+	return dst
+}
+
+// rngs returns the random sources of the shared prefix and of the rest of p.
+func (p prompt) rngs() (shared, own *rand.Rand) {
+	return rand.New(rand.NewPCG(0x5106a7e, 0xfeed)), rand.New(rand.NewPCG(p.seed, p.seed^0x9e3779b97f4a7c15))
+}
+
+// appendIDs appends p's prompt as a JSON array of token ids.
+func (p prompt) appendIDs(dst []byte) []byte {
+	shared, own := p.rngs()
+	dst = append(dst, '[')
 	for i := range p.input {
 		if i > 0 {
 			dst = append(dst, ',')
@@ -43,9 +66,45 @@ func (p prompt) appendBody(dst []byte, modelJSON []byte) []byte {
 		}
 		dst = strconv.AppendInt(dst, int64(idLow+rng.IntN(idHigh-idLow)), 10)
 	}
-	dst = append(dst, `],"max_tokens":`...)
-	dst = strconv.AppendInt(dst, int64(p.output), 10)
-	dst = append(dst, `,"temperature":0,"ignore_eos":true,"stream":true,`...)
-	dst = append(dst, `"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`...)
-	return dst
+	return append(dst, ']')
 }
+
+// appendText appends p's prompt as a JSON string of random words, as many as input
+// tokens take at the calibrated rate; the shared prefix's words are the same in every
+// prompt.
+func (p prompt) appendText(dst []byte) []byte {
+	shared, own := p.rngs()
+	words := max(int(float64(p.input)*p.wordsPerToken+0.5), 1)
+	prefix := int(float64(p.sharedPrefix) * p.wordsPerToken)
+	dst = append(dst, '"')
+	for i := range words {
+		rng := own
+		if i < prefix {
+			rng = shared
+		}
+		if i > 0 {
+			dst = append(dst, ' ')
+		}
+		dst = append(dst, promptWords[rng.IntN(len(promptWords))]...)
+	}
+	return append(dst, '"')
+}
+
+// promptWords are the words of text prompts: common, plain ASCII, so that every
+// tokenizer reads each as one or two tokens and JSON needs no escaping.
+var promptWords = strings.Fields(`time year people way day man thing woman life child world school state
+family student group country problem hand part place case week company system program
+question work government number night point home water room mother area money story fact
+month lot right study book eye job word business issue side kind head house service friend
+father power hour game line end member law car city community name president team minute
+idea kid body information back parent face others level office door health person art war
+history party result change morning reason research girl guy moment air teacher force
+education foot boy age policy process music market sense nation plan college interest death
+experience effect use class control care field development role effort rate heart drug show
+leader light voice wife police mind price report decision son view relationship town road
+arm difference value building action model season society tax director position player record
+paper space ground form event official matter center couple site project activity star table
+need court oil situation cost industry figure street image phone data picture practice piece
+land product doctor wall patient worker news test movie north love support technology step
+baby computer type attention film tree source organization hair window evidence population
+site`)
