@@ -1,0 +1,193 @@
+// Package schedule runs a background task — a synthetic probe, a calibration — on an
+// interval with jitter or when triggered, and holds it back while live traffic needs the
+// engine: a task does not start, and a running one is stopped, when its Guard says so.
+package schedule
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"math/rand/v2"
+	"sync"
+	"time"
+)
+
+// Guard says whether live traffic leaves room for the task. Busy returns true, with the
+// reason, when it does not. It must be safe for concurrent use.
+type Guard interface {
+	Busy() (bool, string)
+}
+
+// ErrHeld reports a task stopped, or never started, because live traffic needed the
+// engine.
+var ErrHeld = errors.New("held back by live traffic")
+
+// Task is the work a Scheduler runs. It must return soon after ctx ends.
+type Task func(ctx context.Context) error
+
+// Config configures a Scheduler.
+type Config struct {
+	Name     string        // for logs
+	Interval time.Duration // 0: run only when triggered
+	Jitter   float64       // share of Interval added at random, in [0,1], so replicas do not run in step
+	Guard    Guard         // nil: never held back
+	Retry    time.Duration // wait after a held-back run; default a minute
+	Poll     time.Duration // how often the guard is asked during a run; default a second
+	Logger   *slog.Logger
+}
+
+// Status is what a Scheduler did last.
+type Status struct {
+	Running   bool
+	Runs      int       // runs that completed
+	Held      int       // runs not started, or stopped, because of live traffic
+	LastStart time.Time // zero before the first run
+	LastEnd   time.Time
+	LastErr   string // "" when the last run completed
+}
+
+// Scheduler runs one Task at a time. Safe for concurrent use.
+type Scheduler struct {
+	cfg     Config
+	task    Task
+	trigger chan struct{}
+	mu      sync.Mutex
+	status  Status
+}
+
+// New returns a Scheduler of task; Run starts it.
+func New(cfg Config, task Task) *Scheduler {
+	if cfg.Logger == nil {
+		cfg.Logger = slog.New(slog.DiscardHandler)
+	}
+	if cfg.Retry <= 0 {
+		cfg.Retry = time.Minute
+	}
+	if cfg.Poll <= 0 {
+		cfg.Poll = time.Second
+	}
+	return &Scheduler{cfg: cfg, task: task, trigger: make(chan struct{}, 1)}
+}
+
+// Trigger asks for a run now; it reports false when one is running or already asked for.
+func (s *Scheduler) Trigger() bool {
+	if s.Status().Running {
+		return false
+	}
+	select {
+	case s.trigger <- struct{}{}:
+		return true
+	default:
+		return false
+	}
+}
+
+// Status returns what the scheduler did last.
+func (s *Scheduler) Status() Status {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.status
+}
+
+// Run runs the task on the schedule until ctx is done.
+func (s *Scheduler) Run(ctx context.Context) {
+	next := s.nextWait()
+	for {
+		if !s.wait(ctx, next) {
+			return
+		}
+		if err := s.runOnce(ctx); errors.Is(err, ErrHeld) {
+			next = s.cfg.Retry
+			continue
+		}
+		next = s.nextWait()
+	}
+}
+
+// wait returns after d (never, for d = 0) or a trigger; false when ctx ended first.
+func (s *Scheduler) wait(ctx context.Context, d time.Duration) bool {
+	var timer <-chan time.Time
+	if d > 0 {
+		t := time.NewTimer(d)
+		defer t.Stop()
+		timer = t.C
+	}
+	select {
+	case <-ctx.Done():
+		return false
+	case <-timer:
+	case <-s.trigger:
+	}
+	return true
+}
+
+func (s *Scheduler) nextWait() time.Duration {
+	if s.cfg.Interval <= 0 {
+		return 0
+	}
+	return s.cfg.Interval + time.Duration(rand.Float64()*s.cfg.Jitter*float64(s.cfg.Interval))
+}
+
+// runOnce runs the task unless live traffic is too high, stopping it if live traffic
+// rises while it runs.
+func (s *Scheduler) runOnce(ctx context.Context) error {
+	if busy, why := s.busy(); busy {
+		err := fmt.Errorf("%w: %s", ErrHeld, why)
+		s.finish(time.Now(), err)
+		return err
+	}
+	start := time.Now()
+	s.mu.Lock()
+	s.status.Running, s.status.LastStart = true, start
+	s.mu.Unlock()
+	runCtx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	go s.watch(runCtx, cancel)
+	err := s.task(runCtx)
+	if cause := context.Cause(runCtx); errors.Is(cause, ErrHeld) {
+		err = cause
+	}
+	s.finish(start, err)
+	return err
+}
+
+// watch cancels a running task when the guard says live traffic needs the engine.
+func (s *Scheduler) watch(ctx context.Context, cancel context.CancelCauseFunc) {
+	t := time.NewTicker(s.cfg.Poll)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			if busy, why := s.busy(); busy {
+				cancel(fmt.Errorf("%w: %s", ErrHeld, why))
+				return
+			}
+		}
+	}
+}
+
+func (s *Scheduler) busy() (bool, string) {
+	if s.cfg.Guard == nil {
+		return false, ""
+	}
+	return s.cfg.Guard.Busy()
+}
+
+func (s *Scheduler) finish(start time.Time, err error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.status.Running, s.status.LastEnd, s.status.LastErr = false, time.Now(), ""
+	switch {
+	case errors.Is(err, ErrHeld):
+		s.status.Held++
+		s.status.LastErr = err.Error()
+	case err != nil:
+		s.status.LastErr = err.Error()
+	default:
+		s.status.Runs++
+	}
+	s.cfg.Logger.Info("scheduled task finished", "task", s.cfg.Name, "took", time.Since(start).Round(time.Millisecond), "err", s.status.LastErr)
+}
