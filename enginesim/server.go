@@ -120,17 +120,22 @@ func (s *Server) Stats() Stats {
 	return s.sched.Stats()
 }
 
-// Run drives the engine in real time until ctx is done: it plans a step, waits for as
-// long as the step takes, applies it and hands the new tokens to the waiting requests.
-// It returns nil when ctx is done.
+// Run drives the engine in real time until ctx is done: it plans a step, waits until
+// the step's modelled end, applies it and hands the new tokens to the waiting requests.
+// Steps end on the modelled timeline of the busy period they belong to, not after a
+// sleep each, so that the timer's lateness does not add up over a busy period (at a
+// high Speed it would be as long as the steps themselves): a late step makes the next
+// ones shorter until the engine is back on time. It returns nil when ctx is done.
 func (s *Server) Run(ctx context.Context) error {
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
+	var due time.Time // the modelled end of the last step; zero when idle
 	for {
 		s.mu.Lock()
 		d, busy := s.sched.Step(time.Now())
 		s.mu.Unlock()
 		if !busy {
+			due = time.Time{}
 			select {
 			case <-s.wake:
 				continue
@@ -138,7 +143,11 @@ func (s *Server) Run(ctx context.Context) error {
 				return nil
 			}
 		}
-		timer.Reset(s.scaled(d))
+		if now := time.Now(); due.IsZero() || due.Before(now.Add(-maxBehind)) {
+			due = now
+		}
+		due = due.Add(s.scaled(d))
+		timer.Reset(time.Until(due))
 		select {
 		case <-timer.C:
 		case <-ctx.Done():
@@ -154,6 +163,13 @@ func (s *Server) Run(ctx context.Context) error {
 		s.mu.Unlock()
 	}
 }
+
+// maxBehind bounds how far behind its modelled timeline the engine may fall and still
+// catch up. Falling behind is common when the simulator runs many times faster than the
+// engine on a busy machine, and time not caught up would make the engine faster than
+// its model; only a longer stall (a stopped process) is given up as lost, instead of
+// being made up in a burst of instant steps.
+const maxBehind = time.Second
 
 // scaled returns a modelled duration at the server's speed.
 func (s *Server) scaled(d time.Duration) time.Duration {

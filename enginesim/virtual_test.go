@@ -1,142 +1,135 @@
 package enginesim
 
 import (
-	"cmp"
 	"math"
-	"math/rand/v2"
-	"slices"
+	"testing"
 	"time"
 )
 
-// virtualEngine drives a Scheduler in virtual time: no sleeping, no goroutines. Requests
-// enter the scheduler APILatency after they arrive, as in the HTTP server.
-type virtualEngine struct {
-	p        Profile
-	s        *Scheduler
-	now      time.Time
-	nextID   uint64
-	pending  []Request // arrived, not yet submitted; sorted by Arrival
-	finished []Finished
-	onDone   func(end time.Time) // closed-loop clients resubmit here
-}
+// The virtual-time harness (virtual.go) is what the calibration tests and SustainableRate
+// stand on: these tests check that it keeps the model's time and counts what it should.
 
-var epoch = time.Unix(1_700_000_000, 0)
-
-func newVirtualEngine(p Profile) *virtualEngine {
-	v := &virtualEngine{p: p, now: epoch}
-	v.s = NewScheduler(p, Hooks{Finished: func(f Finished) { v.finished = append(v.finished, f) }})
-	return v
-}
-
-// arrive queues a request that reaches the API server at time at.
-func (v *virtualEngine) arrive(at time.Time, prompt, output int) {
-	v.nextID++
-	r := Request{ID: v.nextID, PromptTokens: prompt, OutputTokens: output, MaxTokens: output, FinishReason: "length", Arrival: at}
-	i, _ := slices.BinarySearchFunc(v.pending, r, func(a, b Request) int { return a.Arrival.Compare(b.Arrival) })
-	v.pending = slices.Insert(v.pending, i, r)
-}
-
-func (v *virtualEngine) submitUntil(t time.Time) {
-	for len(v.pending) > 0 && !v.pending[0].Arrival.Add(v.p.APILatency).After(t) {
-		r := v.pending[0]
-		v.pending = v.pending[1:]
-		v.s.Submit(r.Arrival.Add(v.p.APILatency), r)
+// One request on an idle engine: TTFT is the API latency plus the prefill steps, E2E adds
+// one decode step per further token, and the run ends when it does.
+func TestOpenLoopSingleRequest(t *testing.T) {
+	p := mustProfile(t, "h20x8-flash")
+	fs, span := openLoop(p, 4096, 8, []time.Duration{0})
+	if len(fs) != 1 {
+		t.Fatalf("%d finished, want 1", len(fs))
+	}
+	f := fs[0]
+	if f.TTFT <= p.APILatency || f.E2E <= f.TTFT || f.OutputTokens != 8 || f.Reason != "length" {
+		t.Errorf("finished %+v", f)
+	}
+	if span != f.E2E {
+		t.Errorf("span %v, want the request's E2E %v", span, f.E2E)
+	}
+	if f.TTFT != f.Queue+f.Prefill+p.APILatency || f.E2E != f.TTFT+f.Decode {
+		t.Errorf("TTFT %v != queue %v + prefill %v + API %v, or E2E %v != TTFT + decode %v", f.TTFT, f.Queue, f.Prefill, p.APILatency, f.E2E, f.Decode)
 	}
 }
 
-// run advances virtual time until the engine is idle with nothing pending, or until
-// the deadline.
-func (v *virtualEngine) run(deadline time.Time) {
-	for v.now.Before(deadline) {
-		v.submitUntil(v.now)
-		d, ok := v.s.Step(v.now)
-		if !ok {
-			if len(v.pending) == 0 {
-				return
+// openLoopUntil leaves out what had not finished by its limit.
+func TestOpenLoopUntilCuts(t *testing.T) {
+	p := mustProfile(t, "h20x8-flash")
+	offsets := []time.Duration{0, time.Second, time.Hour}
+	fs, _ := openLoopUntil(p, 1024, 16, offsets, time.Minute)
+	if len(fs) != 2 {
+		t.Errorf("%d finished by the limit, want the first 2", len(fs))
+	}
+}
+
+func TestArrivals(t *testing.T) {
+	cases := []struct {
+		name    string
+		offsets []time.Duration
+		want    int // requests, ± 5% for Poisson
+	}{
+		{"constant", constantArrivals(2, 10*time.Second), 20},
+		{"poisson", poissonArrivals(2, time.Hour, 1), 7200},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if n := len(tc.offsets); math.Abs(float64(n-tc.want)) > 0.05*float64(tc.want) {
+				t.Errorf("%d arrivals, want about %d", n, tc.want)
 			}
-			v.now = v.pending[0].Arrival.Add(v.p.APILatency)
-			continue
-		}
-		end := v.now.Add(d)
-		v.submitUntil(end)
-		for _, e := range v.s.Complete(end) {
-			if e.Done && v.onDone != nil {
-				v.onDone(end)
+			for i := 1; i < len(tc.offsets); i++ {
+				if tc.offsets[i] < tc.offsets[i-1] {
+					t.Fatalf("offsets out of order at %d", i)
+				}
 			}
-		}
-		v.now = end
+		})
 	}
-}
-
-// closedLoop runs conc clients that each send a new request as soon as the previous one
-// finishes, for dur, and returns completions per second and the finished requests.
-func closedLoop(p Profile, prompt, output, conc int, dur time.Duration) (float64, []Finished) {
-	v := newVirtualEngine(p)
-	stop := v.now.Add(dur)
-	v.onDone = func(end time.Time) {
-		if end.Before(stop) {
-			v.arrive(end, prompt, output)
+	// The same seed at twice the rate is the same process in half the time.
+	slow, fast := poissonArrivals(1, time.Minute, 9), poissonArrivals(2, 30*time.Second, 9)
+	if len(slow) != len(fast) {
+		t.Fatalf("%d and %d arrivals", len(slow), len(fast))
+	}
+	for i := range slow {
+		if d := slow[i] - 2*fast[i]; d < -2 || d > 2 {
+			t.Fatalf("arrival %d: %v at rate 1, %v at rate 2", i, slow[i], fast[i])
 		}
 	}
-	for range conc {
-		v.arrive(v.now, prompt, output)
-	}
-	v.run(stop)
-	return float64(len(v.finished)) / dur.Seconds(), v.finished
 }
 
-// openLoop sends requests at the given offsets from the start, runs until all finish,
-// and returns the finished requests and the time from the first arrival to the last finish.
-func openLoop(p Profile, prompt, output int, offsets []time.Duration) ([]Finished, time.Duration) {
-	v := newVirtualEngine(p)
-	for _, off := range offsets {
-		v.arrive(epoch.Add(off), prompt, output)
+func TestQuantile(t *testing.T) {
+	cases := []struct {
+		name string
+		xs   []float64
+		q    float64
+		want float64
+	}{
+		{"one", []float64{3}, 0.95, 3},
+		{"interpolated", []float64{4, 1, 3, 2}, 0.5, 2.5},
+		{"p95 of 1..21", seq21(), 0.95, 20},
+		{"max", []float64{1, 2, 3}, 1, 3},
 	}
-	v.run(epoch.Add(24 * time.Hour))
-	return v.finished, v.now.Sub(epoch)
-}
-
-// constantArrivals returns offsets of n requests at rate per second.
-func constantArrivals(rate float64, dur time.Duration) []time.Duration {
-	n := int(rate * dur.Seconds())
-	out := make([]time.Duration, n)
-	for i := range out {
-		out[i] = time.Duration(float64(i) / rate * float64(time.Second))
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := quantile(tc.xs, tc.q); math.Abs(got-tc.want) > 1e-12 {
+				t.Errorf("quantile = %v, want %v", got, tc.want)
+			}
+		})
 	}
-	return out
-}
-
-// poissonArrivals returns offsets of a Poisson process at rate per second over dur.
-func poissonArrivals(rate float64, dur time.Duration, seed uint64) []time.Duration {
-	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
-	var out []time.Duration
-	for t := 0.0; ; {
-		t += rng.ExpFloat64() / rate
-		if t >= dur.Seconds() {
-			return out
-		}
-		out = append(out, time.Duration(t*float64(time.Second)))
+	if !math.IsNaN(quantile(nil, 0.5)) {
+		t.Error("quantile of nothing is not NaN")
 	}
 }
 
-// quantile returns the q-quantile of xs by linear interpolation (xs is sorted in place).
-func quantile(xs []float64, q float64) float64 {
-	if len(xs) == 0 {
-		return math.NaN()
+func seq21() []float64 {
+	xs := make([]float64, 21)
+	for i := range xs {
+		xs[i] = float64(21 - i)
 	}
-	slices.SortFunc(xs, cmp.Compare[float64])
-	pos := q * float64(len(xs)-1)
-	lo := int(pos)
-	if lo+1 >= len(xs) {
-		return xs[lo]
-	}
-	return xs[lo] + (pos-float64(lo))*(xs[lo+1]-xs[lo])
+	return xs
 }
 
-func ttfts(fs []Finished) []float64 {
-	out := make([]float64, 0, len(fs))
-	for _, f := range fs {
-		out = append(out, f.TTFT.Seconds())
+// SustainableRate is the truth the calibration is held to: the rate it returns passes
+// for the seed it searched with, a rate just above fails, a looser SLO sustains more,
+// and an SLO no idle engine meets sustains nothing.
+func TestSustainableRate(t *testing.T) {
+	p := mustProfile(t, "h20x8-flash")
+	slo := SLO{TTFT: 5 * time.Second, TPOT: 100 * time.Millisecond}
+	o := Search{Seeds: []uint64{7}, Window: 5 * time.Minute}
+	r, err := SustainableRate(p, 8192, 128, slo, o)
+	if err != nil || r <= 0 {
+		t.Fatalf("SustainableRate = %v, %v", r, err)
 	}
-	return out
+	o = o.withDefaults()
+	at, _ := OfferPoisson(p, 8192, 128, r, o.Window, o.Drain, 7)
+	above, _ := OfferPoisson(p, 8192, 128, r*(1+2*o.Precision), o.Window, o.Drain, 7)
+	if !at.Meets(slo) || above.Meets(slo) {
+		t.Errorf("at %.3f req/s: %+v meets %v; %.1f%% above: %+v meets %v", r, at, at.Meets(slo), 200*o.Precision, above, above.Meets(slo))
+	}
+	loose, err := SustainableRate(p, 8192, 128, SLO{TTFT: 20 * time.Second, TPOT: 200 * time.Millisecond}, o)
+	if err != nil || loose <= r {
+		t.Errorf("a looser SLO sustains %.3f req/s (%v), not more than %.3f", loose, err, r)
+	}
+	none, err := SustainableRate(p, 8192, 128, SLO{TTFT: time.Millisecond}, o)
+	if err != nil || none != 0 {
+		t.Errorf("a 1 ms TTFT SLO sustains %v (%v), want 0", none, err)
+	}
+	if _, err := SustainableRate(p, p.MaxModelLen, 128, slo, o); err == nil {
+		t.Error("a shape longer than the context is not an error")
+	}
 }

@@ -207,9 +207,11 @@ func TestAcceptanceRateScan(t *testing.T) {
 	if math.Abs(low.CompletionRate/low.Rate-1) > 0.1 {
 		t.Errorf("at 0.5x completed %.2f/s of %.2f/s offered", low.CompletionRate, low.Rate)
 	}
-	// Past the knee completions grow much less than the offered rate (the seed: +19% for +37.5%).
-	if gain := high.CompletionRate / low.CompletionRate; gain > 0.9*high.Rate/low.Rate {
-		t.Errorf("completions grew %.2fx for %.2fx the arrivals: no saturation", gain, high.Rate/low.Rate)
+	// Past the knee the engine no longer completes what it is offered. At 1.1x it is only
+	// some 15% past its capacity, and over a one-minute round and its drain it completes
+	// about 90% of the arrivals (the seed, over longer rounds: 1.67 of 1.93 requests/s).
+	if high.CompletionRate > 0.95*high.Rate {
+		t.Errorf("at 1.1x completed %.2f/s of %.2f/s offered: no saturation", high.CompletionRate, high.Rate)
 	}
 }
 
