@@ -43,7 +43,7 @@ unit:
 
 # acceptance runs the tests the race detector makes too slow (they skip under -race).
 acceptance:
-	$(GO) test -count=1 -run 'Acceptance' ./synth
+	$(GO) test -count=1 -run 'Acceptance' ./synth ./calibrate
 
 test: deps vet unit acceptance fuzz
 

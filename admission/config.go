@@ -26,7 +26,7 @@ var ErrInvalidConfig = errors.New("admission: invalid tiers configuration")
 // Config is the content of a tiers file. Decoding is strict: unknown fields are errors.
 type Config struct {
 	Tiers    []TierConfig `yaml:"tiers"`
-	Feedback Feedback     `yaml:"feedback"`
+	Feedback Feedback     `yaml:"feedback,omitempty"`
 	// Calibration records where the limits came from (slogate calibrate writes it); it
 	// is kept as it is and never interpreted here.
 	Calibration yaml.Node `yaml:"calibration,omitempty"`
@@ -35,37 +35,37 @@ type Config struct {
 // TierConfig is one input-length tier.
 type TierConfig struct {
 	Name           string `yaml:"name"`
-	MaxInputTokens int    `yaml:"max_input_tokens"` // 0 on the last tier: no upper bound
+	MaxInputTokens int    `yaml:"max_input_tokens,omitempty"` // 0 on the last tier: no upper bound
 	// Rate and Burst are the token bucket of admitted arrivals; Rate 0 disables it.
-	Rate  float64 `yaml:"rate"`
-	Burst int     `yaml:"burst"`
+	Rate  float64 `yaml:"rate,omitempty"`
+	Burst int     `yaml:"burst,omitempty"`
 	// MaxInFlight caps the tier's requests in flight to the engine; the SLO feedback
 	// moves the working cap between MinInFlight (default 1) and it.
 	MaxInFlight int `yaml:"max_in_flight"`
-	MinInFlight int `yaml:"min_in_flight"`
+	MinInFlight int `yaml:"min_in_flight,omitempty"`
 	// MaxQueue requests may wait, each at most MaxQueueWait; a zero wait defaults to
 	// half the tier's TTFT SLO, so that a request that waited the longest can still
 	// meet it (the client feels the wait as part of its TTFT).
 	MaxQueue     int      `yaml:"max_queue"`
-	MaxQueueWait Duration `yaml:"max_queue_wait"`
-	SLO          SLO      `yaml:"slo"` // zero fields take the sidecar's SLOs
+	MaxQueueWait Duration `yaml:"max_queue_wait,omitempty"`
+	SLO          SLO      `yaml:"slo,omitempty"` // zero fields take the sidecar's SLOs
 }
 
 // SLO is a latency objective; TTFT counts from dispatch to the engine, TPOT per request.
 type SLO struct {
-	TTFT Duration `yaml:"ttft"`
-	TPOT Duration `yaml:"tpot"`
+	TTFT Duration `yaml:"ttft,omitempty"`
+	TPOT Duration `yaml:"tpot,omitempty"`
 }
 
 // Feedback parameters of the in-flight cap controller (see controller.go). Zero values
 // take the defaults.
 type Feedback struct {
-	Interval   Duration `yaml:"interval"`    // how often the cap is reconsidered; default 2s
-	Window     Duration `yaml:"window"`      // observations older than this are forgotten; default 60s
-	MinSamples int      `yaml:"min_samples"` // fewer observations than this change nothing; default 10
-	Backoff    float64  `yaml:"backoff"`     // cap multiplier when an SLO is missed, in (0,1); default 0.9
-	Increase   float64  `yaml:"increase"`    // cap increment when SLOs are met and requests wait; default 1
-	Target     float64  `yaml:"target"`      // the share of each SLO the p95s aim at, in (0,1]; default 0.9
+	Interval   Duration `yaml:"interval,omitempty"`    // how often the cap is reconsidered; default 2s
+	Window     Duration `yaml:"window,omitempty"`      // observations older than this are forgotten; default 60s
+	MinSamples int      `yaml:"min_samples,omitempty"` // fewer observations than this change nothing; default 10
+	Backoff    float64  `yaml:"backoff,omitempty"`     // cap multiplier when an SLO is missed, in (0,1); default 0.9
+	Increase   float64  `yaml:"increase,omitempty"`    // cap increment when SLOs are met and requests wait; default 1
+	Target     float64  `yaml:"target,omitempty"`      // the share of each SLO the p95s aim at, in (0,1]; default 0.9
 }
 
 // Duration is a time.Duration written as "2s" or "100ms" in YAML.

@@ -3,6 +3,7 @@ package admission
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -74,6 +75,7 @@ type Controller struct {
 	est  estimator
 
 	mu      sync.Mutex
+	cfg     Config // as loaded, before defaults
 	fb      Feedback
 	tiers   []*tierState // the current tiers, by growing max_input_tokens
 	retired []*tierState // tiers removed by a reload that still have requests
@@ -102,9 +104,12 @@ func (c *Controller) Reload(cfg Config) error {
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	raw := cfg
+	raw.Tiers = slices.Clone(cfg.Tiers)
 	cfg = cfg.withDefaults(c.opts.SLO)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.cfg = raw
 	now := c.opts.Clock.Now()
 	old := map[string]*tierState{}
 	for _, t := range c.tiers {
@@ -127,6 +132,16 @@ func (c *Controller) Reload(cfg Config) error {
 	}
 	c.tiers, c.fb = tiers, cfg.Feedback
 	return nil
+}
+
+// Config returns the configuration in force, as it was given to New or Reload (without
+// the defaults filled in), so that it can be written back as a tiers file.
+func (c *Controller) Config() Config {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	cfg := c.cfg
+	cfg.Tiers = slices.Clone(cfg.Tiers)
+	return cfg
 }
 
 // tierFor returns the tier of a request of n input tokens.

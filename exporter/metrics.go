@@ -141,6 +141,9 @@ func (m *Metrics) register(reg prometheus.Registerer, opts Options) {
 	if !absent(opts.Probe) {
 		reg.MustRegister(probeCollector{src: opts.Probe})
 	}
+	if !absent(opts.Calibration) {
+		reg.MustRegister(calibrationCollector{src: opts.Calibration})
+	}
 	if !absent(opts.Reloads) {
 		reg.MustRegister(newReloadCollector(opts.Reloads))
 	}
@@ -289,4 +292,30 @@ var (
 		"When the last probe started (Unix time); absent before the first.", []string{"workload"}, nil)
 	probeLastSuccessDesc = prometheus.NewDesc("slogate_probe_last_success",
 		"1 if the last probe completed, 0 if it failed or was stopped.", []string{"workload"}, nil)
+)
+
+// The calibration's gauges, read from a CalibrationSource at scrape time
+// (calibration.go): the schedule, and per tier of the latest complete calibration its
+// knee, the knee's change from the calibration before, and the limits derived from it.
+var (
+	calibrationRunningDesc = prometheus.NewDesc("slogate_calibration_running",
+		"1 while a calibration runs.", nil, nil)
+	calibrationRunsDesc = prometheus.NewDesc("slogate_calibration_runs_total",
+		"Scheduled or triggered calibrations that ran to the end.", nil, nil)
+	calibrationHeldDesc = prometheus.NewDesc("slogate_calibration_held_total",
+		"Calibrations not started, or stopped, because live traffic needed the engine.", nil, nil)
+	calibrationLastStartDesc = prometheus.NewDesc("slogate_calibration_last_start_timestamp_seconds",
+		"When the last calibration started (Unix time); absent before the first.", nil, nil)
+	calibrationLastSuccessDesc = prometheus.NewDesc("slogate_calibration_last_success",
+		"1 if the last calibration completed, 0 if it failed or was stopped.", nil, nil)
+	calibrationTimestampDesc = prometheus.NewDesc("slogate_calibration_timestamp_seconds",
+		"When the latest complete calibration finished (Unix time), including one recorded in the tiers file; absent when there is none.", nil, nil)
+	calibrationAppliedDesc = prometheus.NewDesc("slogate_calibration_applied",
+		"1 if the latest calibration's limits are in force, 0 if they are only reported.", nil, nil)
+	calibrationKneeDesc = prometheus.NewDesc("slogate_calibration_knee_requests_per_second",
+		"The tier's knee in the latest calibration: the highest arrival rate the engine sustained inside the tier's SLO.", []string{"tier"}, nil)
+	calibrationKneeChangeDesc = prometheus.NewDesc("slogate_calibration_knee_change_ratio",
+		"The tier's knee over its knee in the calibration before (1: unchanged); absent when there was none.", []string{"tier"}, nil)
+	calibrationLimitDesc = prometheus.NewDesc("slogate_calibration_limit",
+		"A limit the latest calibration derived for the tier: rate (requests/s), burst, max_in_flight, max_queue or max_queue_wait_seconds.", []string{"tier", "limit"}, nil)
 )

@@ -83,6 +83,38 @@ type ProbeCell struct {
 // ProbeCheck is one functional-gate check of the latest probe.
 type ProbeCheck struct{ Name, Verdict string }
 
+// CalibrationSource reports the sidecar's calibrations. Calibration must be safe for
+// concurrent use; it is called once per scrape.
+type CalibrationSource interface {
+	Calibration() CalibrationSnapshot
+}
+
+// CalibrationSnapshot is what the exporter publishes of calibration: its schedule and
+// the latest complete calibration. cmd translates package calibrate's types into it.
+type CalibrationSnapshot struct {
+	Running   bool
+	Runs      int       // calibrations run to the end
+	Held      int       // calibrations not started or stopped because live traffic needed the engine
+	LastStart time.Time // zero before the first
+	LastOK    bool      // the last calibration completed
+	Finished  time.Time // when the latest complete calibration finished; zero: none
+	Applied   bool      // its limits are in force
+	Tiers     []CalibrationTier
+}
+
+// CalibrationTier is one tier of the latest complete calibration: its knee, the knee's
+// ratio to the calibration before (0: unknown), and the limits derived from it.
+type CalibrationTier struct {
+	Name         string
+	Knee         float64 // requests/s
+	KneeChange   float64
+	Rate         float64 // requests/s
+	Burst        int
+	MaxInFlight  int
+	MaxQueue     int
+	MaxQueueWait time.Duration
+}
+
 // Options configure Metrics. The zero value is usable: default buckets, no SLO
 // boundaries, every model labelled "other", no in-flight, engine or admission gauges.
 //
@@ -137,6 +169,10 @@ type Options struct {
 	// Probe reports the synthetic prober's latest results for the slogate_probe_*
 	// gauges; nil when no prober is scheduled.
 	Probe ProbeSource
+
+	// Calibration reports the sidecar's calibrations for the slogate_calibration_*
+	// gauges; nil when the sidecar does not calibrate.
+	Calibration CalibrationSource
 
 	// Clock is used for the engine scrape age; default the wall clock.
 	Clock Clock

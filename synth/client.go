@@ -30,6 +30,9 @@ type Target struct {
 	// Timeout bounds each request, so a stalled engine cannot hang a probe; default
 	// DefaultRequestTimeout.
 	Timeout time.Duration
+
+	prompts PromptKind // how prompts are written (PreparePrompts)
+	seeds   seeds      // request seeds, unique over the target's life
 }
 
 // DefaultRequestTimeout bounds one probe request unless Target.Timeout says otherwise:

@@ -220,3 +220,24 @@ func clip(s string) string {
 	}
 	return s
 }
+
+// MaxModelLen returns the context length of t's model as /v1/models reports it (vLLM
+// and the simulator do), or 0 when the engine does not say.
+func (t *Target) MaxModelLen(ctx context.Context) (int, error) {
+	var list struct {
+		Data []struct {
+			ID          string `json:"id"`
+			MaxModelLen int    `json:"max_model_len"`
+		} `json:"data"`
+	}
+	status, body, err := t.call(ctx, http.MethodGet, "/v1/models", nil)
+	if err != nil || status != http.StatusOK || json.Unmarshal(body, &list) != nil {
+		return 0, fmt.Errorf("synth: GET /v1/models: status %d, %v", status, err)
+	}
+	for _, m := range list.Data {
+		if m.ID == t.Model {
+			return m.MaxModelLen, nil
+		}
+	}
+	return 0, nil
+}

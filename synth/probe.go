@@ -32,6 +32,15 @@ type Report struct {
 	Prefill    []Prefill  `json:"prefill,omitempty"`        // matrix: one request per context
 	Reference  float64    `json:"reference_rate,omitempty"` // scan: requests/s the multiples apply to
 	Cells      []Cell     `json:"cells"`
+	// Knee marks a scan's knee when the caller chose it by its own rule (slogate
+	// calibrate); without it, reports mark the highest rate whose completions kept up.
+	Knee *KneeMark `json:"knee,omitempty"`
+}
+
+// KneeMark is a scan's knee as its caller chose it.
+type KneeMark struct {
+	Rate float64 `json:"rate"` // offered requests/s
+	Rule string  `json:"rule"` // why this rate
 }
 
 // Prefill is the single-request prefill speed at one context length, measured on the
@@ -83,7 +92,7 @@ func Run(ctx context.Context, t *Target, w Workload, opts Options) (Report, erro
 			return rep, ErrGateFailed
 		}
 	}
-	kind, err := t.promptKind(ctx)
+	kind, err := t.PreparePrompts(ctx)
 	if err != nil {
 		rep.Finished = t.now()
 		return rep, err
@@ -133,7 +142,7 @@ func (r *runner) record(c Cell) {
 // promptFor returns the prompt maker of a shape.
 func (r *runner) promptFor(input, output int) func(uint64) prompt {
 	return func(seed uint64) prompt {
-		return prompt{input: input, output: output, seed: seed, sharedPrefix: min(r.w.SharedPrefix, input), wordsPerToken: r.rep.Prompts.WordsPerToken}
+		return prompt{input: input, output: output, seed: seed, sharedPrefix: min(r.w.SharedPrefix, input), wordsPerToken: r.t.prompts.WordsPerToken}
 	}
 }
 

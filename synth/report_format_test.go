@@ -75,7 +75,7 @@ func TestReportScanKnee(t *testing.T) {
 		{"empty", nil, -1},
 	}
 	for _, tt := range tests {
-		if got := scanKnee(tt.cells); got != tt.want {
+		if got := scanKnee(Report{Cells: tt.cells}); got != tt.want {
 			t.Errorf("%s: knee %d, want %d", tt.name, got, tt.want)
 		}
 	}

@@ -107,7 +107,7 @@ func scanCharts(r Report) (chart, chart) {
 	if hiT > 0 {
 		lat.y = logAxis(loT, hiT, fmtDurationMS)
 	}
-	if k := scanKnee(r.Cells); k >= 0 {
+	if k := scanKnee(r); k >= 0 {
 		c := r.Cells[k]
 		m := mark{x: c.Rate, label: "knee " + fmtMultiple(c.Multiple), class: "knee",
 			attrs: [][2]string{{"multiple", strconv.FormatFloat(c.Multiple, 'f', -1, 64)}, {"rate", strconv.FormatFloat(c.Rate, 'f', -1, 64)}}}

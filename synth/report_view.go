@@ -2,6 +2,7 @@ package synth
 
 import (
 	"fmt"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -254,7 +255,17 @@ const kneeKeepUp = 0.95
 
 // scanKnee returns the index of the valid cell with the highest offered rate whose
 // completion rate kept up (at least kneeKeepUp of the offered rate), or -1.
-func scanKnee(cells []Cell) int {
+func scanKnee(r Report) int {
+	cells := r.Cells
+	if r.Knee != nil { // set by whoever ran the scan, with its own rule: the nearest cell
+		best := -1
+		for i, c := range cells {
+			if best < 0 || math.Abs(c.Rate-r.Knee.Rate) < math.Abs(cells[best].Rate-r.Knee.Rate) {
+				best = i
+			}
+		}
+		return best
+	}
 	best := -1
 	for i, c := range cells {
 		if c.State != Valid || !(c.Rate > 0) || c.CompletionRate < kneeKeepUp*c.Rate {
@@ -269,7 +280,10 @@ func scanKnee(cells []Cell) int {
 
 // kneeSentence states a scan's knee, or that there is none.
 func kneeSentence(r Report) string {
-	k := scanKnee(r.Cells)
+	k := scanKnee(r)
+	if r.Knee != nil {
+		return "Knee: " + r.Knee.Rule + "."
+	}
 	if k < 0 {
 		return fmt.Sprintf("No knee: at no offered rate did completions keep up (reach %s of the offered rate).", fmtPct(kneeKeepUp))
 	}

@@ -99,11 +99,12 @@ func (f withFaults) RoundTrip(r *http.Request) (*http.Response, error) {
 	return f.rt.RoundTrip(r)
 }
 
-// faulty returns a copy of t whose requests carry the fault directives.
+// faulty returns a target like t whose requests carry the fault directives.
 func faulty(t *Target, faults string) *Target {
-	c := *t
-	c.Client = &http.Client{Transport: withFaults{rt: t.Client.Transport, faults: faults}}
-	return &c
+	return &Target{
+		BaseURL: t.BaseURL, Model: t.Model, APIKey: t.APIKey, Clock: t.Clock, Timeout: t.Timeout,
+		Client: &http.Client{Transport: withFaults{rt: t.Client.Transport, faults: faults}},
+	}
 }
 
 // histogram is the sum and count of one histogram of an engine's /metrics.

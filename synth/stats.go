@@ -25,6 +25,7 @@ type Round struct {
 	TPOTp95       float64 `json:"tpot_p95_s"` // P95 of per-request TPOT
 	ITLp50        float64 `json:"itl_p50_s"`  // median time between output chunks
 	E2Ep50        float64 `json:"e2e_p50_s"`
+	E2Emean       float64 `json:"e2e_mean_s"`
 	ActiveAvg     float64 `json:"active_avg"` // average requests in flight
 	Completed     int     `json:"completed"`  // successful requests
 }
@@ -84,6 +85,7 @@ func summarize(b batch) Round {
 		r.ActiveAvg = busy.Seconds() / r.Seconds
 	}
 	r.TTFTp50, r.TTFTp95 = percentile(ttft, 50), percentile(ttft, 95)
+	r.E2Emean = mean(e2e)
 	r.TPOTp95, r.ITLp50, r.E2Ep50 = percentile(tpot, 95), percentile(itl, 50), percentile(e2e, 50)
 	if p50 := percentile(tpot, 50); p50 > 0 {
 		r.PerRequestTPS = 1 / p50
@@ -105,6 +107,18 @@ func percentile(xs []float64, p float64) float64 {
 		return xs[len(xs)-1]
 	}
 	return xs[lo] + (pos-float64(lo))*(xs[lo+1]-xs[lo])
+}
+
+// mean returns the mean of xs, or 0 for none.
+func mean(xs []float64) float64 {
+	if len(xs) == 0 {
+		return 0
+	}
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
 }
 
 // median returns the median of the values f takes on rounds; 0 for none.

@@ -74,12 +74,12 @@ type calibrateOpts struct {
 	Quiet          func() // waits for a quiet machine
 }
 
-// calibrate finds the highest offered rate at which the engine without admission keeps
+// findRate finds the highest offered rate at which the engine without admission keeps
 // p95 TTFT and p95 TPOT within the SLO with every request completing: a coarse scan,
 // then rounds that try Points rates evenly inside the bracket of the last passing and
 // the first failing rate. The rates of one round run at the same time, each against its
 // own simulated engine, with the same seed (the same arrivals, scaled in time).
-func calibrate(ctx context.Context, o calibrateOpts, log io.Writer) (calibration, error) {
+func findRate(ctx context.Context, o calibrateOpts, log io.Writer) (calibration, error) {
 	var cal calibration
 	rates := o.Scan
 	for round := 0; ; round++ {

@@ -32,6 +32,8 @@ type options struct {
 	variants, mixVariants []variant
 	quiet                 float64
 	quietMax              time.Duration
+	tiersFile             string
+	calibrated            *admission.Config // the tiers file of -tiers
 }
 
 // rawFlags are the flags that need parsing after flag.Parse.
@@ -77,6 +79,7 @@ func (o *options) define(fs *flag.FlagSet, r *rawFlags) {
 	fs.StringVar(&r.long, "mixed-long", "30720:16:0.5", "mixed: long requests, input:output:rate")
 	fs.DurationVar(&o.mixWarmup, "mixed-warmup", 60*time.Second, "mixed: unmeasured arrivals before the window")
 	fs.DurationVar(&o.mixWindow, "mixed-window", 120*time.Second, "mixed: measured arrivals")
+	fs.StringVar(&o.tiersFile, "tiers", "", "goodput: a tiers file written by slogate calibrate; adds a \"calibrated\" configuration with its limits and, without -rate, takes the sustainable rate, static cap and wait from the knee of the tier of -input")
 	fs.StringVar(&o.out, "out", "", "directory for raw results (JSON lines); empty: none")
 	fs.Float64Var(&o.quiet, "quiet", 0.15, "before each phase, wait until other processes use less than this share of the machine's CPU")
 	fs.DurationVar(&o.quietMax, "quiet-max", 10*time.Minute, "the longest wait for a quiet machine")

@@ -68,7 +68,7 @@ func run(ctx context.Context, o options) error {
 	quiet := func() { waitQuiet(ctx, o.quiet, o.quietMax, os.Stderr) }
 	if o.runs("calibrate") {
 		start := time.Now()
-		cal, err := calibrate(ctx, calibrateOpts{
+		cal, err := findRate(ctx, calibrateOpts{
 			Profile: p, Input: o.input, Output: o.output, SLO: o.slo, Scan: o.scan, Refine: o.refine, Points: o.points,
 			Warmup: o.calWarmup, Window: o.calWindow, Seed: o.seed, Quiet: quiet,
 		}, os.Stderr)
@@ -78,6 +78,11 @@ func run(ctx context.Context, o options) error {
 		o.rate = cal.Rate
 		o.staticCap, o.staticWait = staticCap(cal.Rate, cal.At.MeanE2E, cal.At.P95TTFT, o.slo.TTFT)
 		printCalibration(w, o, cal, time.Since(start))
+	}
+	if o.tiersFile != "" {
+		if err := o.loadCalibrated(w); err != nil {
+			return err
+		}
 	}
 	if o.runs("goodput") {
 		if o.rate <= 0 || o.staticCap <= 0 || o.staticWait <= 0 {
@@ -144,6 +149,16 @@ func setups(o options, variants []variant) []setup {
 	return out
 }
 
+// goodputSetups are the configurations of the goodput phase: setups, and the calibrated
+// tiers of -tiers.
+func goodputSetups(o options) []setup {
+	out := setups(o, o.variants)
+	if o.calibrated != nil {
+		out = append(out, setup{Name: "calibrated", SLO: o.slo, Admission: o.calibrated, Engine: true})
+	}
+	return out
+}
+
 // goodput runs every load level against the three configurations.
 func goodput(ctx context.Context, o options, p enginesim.Profile) ([]*experiment, error) {
 	exps := make([]*experiment, len(o.levels))
@@ -154,7 +169,7 @@ func goodput(ctx context.Context, o options, p enginesim.Profile) ([]*experiment
 			Grace:   grace(o.slo, o.output),
 			Classes: []class{{Name: "8k", Input: o.input, Output: o.output, Rate: m * o.rate}},
 		}
-		for _, su := range setups(o, o.variants) {
+		for _, su := range goodputSetups(o) {
 			st, err := newStack(su, p)
 			if err != nil {
 				return nil, err

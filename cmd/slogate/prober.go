@@ -51,10 +51,19 @@ func (s *sidecar) startProber(ctx context.Context, dataAddr string) {
 	sched.Run(ctx)
 }
 
-// Busy implements synth.Guard: live traffic needs the engine when it holds more than
-// --probe-max-load of the KV cache, when admission sees the engine saturated or down, or
-// when a tier's p95 TTFT is over its SLO.
+// Busy implements synth.Guard: probes hold back while a calibration runs, and while
+// live traffic needs the engine (see liveBusy).
 func (s *sidecar) Busy() (bool, string) {
+	if s.calibration != nil && s.calibration.Status().Running {
+		return true, "a calibration is running"
+	}
+	return s.liveBusy(true)
+}
+
+// liveBusy reports whether live traffic needs the engine: when it holds more than
+// --probe-max-load of the KV cache, when a tier's p95 TTFT is over its SLO, or (with
+// engine set) when admission sees the engine saturated or down.
+func (s *sidecar) liveBusy(engineState bool) (bool, string) {
 	snap := s.scraper.Latest()
 	if _, kv := s.proxy.LiveInFlight(); engine.Known(snap.KVCapacityTokens) && snap.KVCapacityTokens > 0 {
 		if share := float64(kv) / snap.KVCapacityTokens; share > s.cfg.ProbeMaxLoad {
@@ -62,7 +71,7 @@ func (s *sidecar) Busy() (bool, string) {
 		}
 	}
 	st := s.admission.Stats()
-	if st.Engine != admission.NoReason {
+	if engineState && st.Engine != admission.NoReason {
 		return true, "the engine is " + st.Engine.String()
 	}
 	for _, t := range st.Tiers {

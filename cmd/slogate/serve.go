@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/calibrate"
 	"github.com/slogate/slogate/synth"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -35,36 +36,41 @@ func init() {
 
 // serveSettings are the settings of `slogate serve` (and of the sidecar inside `demo`).
 type serveSettings struct {
-	Upstream        string        `flag:"upstream" env:"SLOGATE_UPSTREAM" envDefault:"http://127.0.0.1:8000" help:"the engine's base URL"`
-	Listen          string        `flag:"listen" env:"SLOGATE_LISTEN" envDefault:":8080" help:"address clients connect to"`
-	AdminListen     string        `flag:"admin-listen" env:"SLOGATE_ADMIN_LISTEN" envDefault:":9090" help:"address of /metrics, /healthz and /readyz"`
-	UpstreamAPIKey  string        `flag:"upstream-api-key" env:"SLOGATE_UPSTREAM_API_KEY" envDefault:"" help:"bearer token for slogate's own requests to the engine (its /v1/models), for engines started with --api-key; never logged"`
-	Engine          string        `flag:"engine" env:"SLOGATE_ENGINE" envDefault:"auto" help:"the engine behind slogate: auto, vllm or sglang"`
-	SLOTTFT         time.Duration `flag:"slo-ttft" env:"SLOGATE_SLO_TTFT" envDefault:"2s" help:"time-to-first-token SLO; a histogram bucket boundary sits exactly on it"`
-	SLOTPOT         time.Duration `flag:"slo-tpot" env:"SLOGATE_SLO_TPOT" envDefault:"100ms" help:"time-per-output-token SLO; a histogram bucket boundary sits exactly on it"`
-	Admission       string        `flag:"admission" env:"SLOGATE_ADMISSION" envDefault:"shadow" help:"admission control: off, shadow (decide and record, never delay or reject) or enforce"`
-	TiersFile       string        `flag:"tiers-file" env:"SLOGATE_TIERS_FILE" envDefault:"" help:"YAML file of admission tiers (reloaded on SIGHUP, on change and on POST /-/reload); empty: the built-in tiers"`
-	StalePolicy     string        `flag:"stale-policy" env:"SLOGATE_STALE_POLICY" envDefault:"open" help:"when engine metrics are stale or missing: open (admit, ignoring them) or closed (answer 503)"`
-	StaleAfter      time.Duration `flag:"stale-after" env:"SLOGATE_STALE_AFTER" envDefault:"5s" help:"engine metrics older than this are stale"`
-	SaturationQueue float64       `flag:"saturation-queue" env:"SLOGATE_SATURATION_QUEUE" envDefault:"8" help:"the engine is saturated when this many requests wait in its queue"`
-	SaturationKV    float64       `flag:"saturation-kv" env:"SLOGATE_SATURATION_KV" envDefault:"0.9" help:"the engine is saturated at this KV-cache usage (reported, or slogate's in-flight tokens against capacity)"`
-	ProbeWorkload   string        `flag:"probe-workload" env:"SLOGATE_PROBE_WORKLOAD" envDefault:"" help:"probe workload to schedule: a preset (context-matrix, shapes, rate-scan) or a YAML file; empty: no probes"`
-	ProbeInterval   time.Duration `flag:"probe-interval" env:"SLOGATE_PROBE_INTERVAL" envDefault:"6h" help:"time between scheduled probes (plus jitter); 0: only on POST /-/probe"`
-	ProbeJitter     float64       `flag:"probe-jitter" env:"SLOGATE_PROBE_JITTER" envDefault:"0.1" help:"share of the probe interval added at random, so replicas do not probe in step"`
-	ProbeQuick      bool          `flag:"probe-quick" env:"SLOGATE_PROBE_QUICK" envDefault:"false" help:"run the probe workload's quick variant (about a minute)"`
-	ProbeMaxLoad    float64       `flag:"probe-max-load" env:"SLOGATE_PROBE_MAX_LOAD" envDefault:"0.5" help:"probes hold back while live traffic holds more than this share of the engine's KV cache, the engine is saturated, or live p95 TTFT is over its SLO"`
-	ScrapeInterval  time.Duration `flag:"scrape-interval" env:"SLOGATE_SCRAPE_INTERVAL" envDefault:"1s" help:"how often the engine's /metrics is read"`
-	UpstreamTimeout time.Duration `flag:"upstream-timeout" env:"SLOGATE_UPSTREAM_TIMEOUT" envDefault:"10m" help:"longest wait for the engine's response headers before 504 (0: none)"`
-	MaxBodyBytes    int64         `flag:"max-body-bytes" env:"SLOGATE_MAX_BODY_BYTES" envDefault:"67108864" help:"largest inference request body; larger ones get 413"`
-	InjectUsage     bool          `flag:"inject-usage" env:"SLOGATE_INJECT_USAGE" envDefault:"true" help:"ask the engine for usage on streams that did not, and strip it, so output tokens are exact"`
-	DrainTimeout    time.Duration `flag:"drain-timeout" env:"SLOGATE_DRAIN_TIMEOUT" envDefault:"30s" help:"on SIGTERM, how long in-flight requests may take to finish"`
-	WebConfigFile   string        `flag:"web-config-file" env:"SLOGATE_WEB_CONFIG_FILE" envDefault:"" help:"exporter-toolkit web config (TLS, basic auth) for the admin listener"`
-	PushURL         string        `flag:"push-url" env:"SLOGATE_PUSH_URL" envDefault:"" help:"push metrics in Prometheus text format to this URL (e.g. VictoriaMetrics /api/v1/import/prometheus)"`
-	PushInterval    time.Duration `flag:"push-interval" env:"SLOGATE_PUSH_INTERVAL" envDefault:"15s" help:"how often to push when --push-url is set"`
-	PushLabels      string        `flag:"push-labels" env:"SLOGATE_PUSH_LABELS" envDefault:"" help:"extra labels on pushed metrics, e.g. pod=\"a\",namespace=\"b\""`
-	NativeHist      bool          `flag:"native-histograms" env:"SLOGATE_NATIVE_HISTOGRAMS" envDefault:"false" help:"also expose native histograms, for Prometheus servers that scrape them"`
-	LogLevel        string        `flag:"log-level" env:"SLOGATE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
-	LogFormat       string        `flag:"log-format" env:"SLOGATE_LOG_FORMAT" envDefault:"json" help:"json or text"`
+	Upstream          string        `flag:"upstream" env:"SLOGATE_UPSTREAM" envDefault:"http://127.0.0.1:8000" help:"the engine's base URL"`
+	Listen            string        `flag:"listen" env:"SLOGATE_LISTEN" envDefault:":8080" help:"address clients connect to"`
+	AdminListen       string        `flag:"admin-listen" env:"SLOGATE_ADMIN_LISTEN" envDefault:":9090" help:"address of /metrics, /healthz and /readyz"`
+	UpstreamAPIKey    string        `flag:"upstream-api-key" env:"SLOGATE_UPSTREAM_API_KEY" envDefault:"" help:"bearer token for slogate's own requests to the engine (its /v1/models), for engines started with --api-key; never logged"`
+	Engine            string        `flag:"engine" env:"SLOGATE_ENGINE" envDefault:"auto" help:"the engine behind slogate: auto, vllm or sglang"`
+	SLOTTFT           time.Duration `flag:"slo-ttft" env:"SLOGATE_SLO_TTFT" envDefault:"2s" help:"time-to-first-token SLO; a histogram bucket boundary sits exactly on it"`
+	SLOTPOT           time.Duration `flag:"slo-tpot" env:"SLOGATE_SLO_TPOT" envDefault:"100ms" help:"time-per-output-token SLO; a histogram bucket boundary sits exactly on it"`
+	Admission         string        `flag:"admission" env:"SLOGATE_ADMISSION" envDefault:"shadow" help:"admission control: off, shadow (decide and record, never delay or reject) or enforce"`
+	TiersFile         string        `flag:"tiers-file" env:"SLOGATE_TIERS_FILE" envDefault:"" help:"YAML file of admission tiers (reloaded on SIGHUP, on change and on POST /-/reload); empty: the built-in tiers"`
+	StalePolicy       string        `flag:"stale-policy" env:"SLOGATE_STALE_POLICY" envDefault:"open" help:"when engine metrics are stale or missing: open (admit, ignoring them) or closed (answer 503)"`
+	StaleAfter        time.Duration `flag:"stale-after" env:"SLOGATE_STALE_AFTER" envDefault:"5s" help:"engine metrics older than this are stale"`
+	SaturationQueue   float64       `flag:"saturation-queue" env:"SLOGATE_SATURATION_QUEUE" envDefault:"8" help:"the engine is saturated when this many requests wait in its queue"`
+	SaturationKV      float64       `flag:"saturation-kv" env:"SLOGATE_SATURATION_KV" envDefault:"0.9" help:"the engine is saturated at this KV-cache usage (reported, or slogate's in-flight tokens against capacity)"`
+	ProbeWorkload     string        `flag:"probe-workload" env:"SLOGATE_PROBE_WORKLOAD" envDefault:"" help:"probe workload to schedule: a preset (context-matrix, shapes, rate-scan) or a YAML file; empty: no probes"`
+	ProbeInterval     time.Duration `flag:"probe-interval" env:"SLOGATE_PROBE_INTERVAL" envDefault:"6h" help:"time between scheduled probes (plus jitter); 0: only on POST /-/probe"`
+	ProbeJitter       float64       `flag:"probe-jitter" env:"SLOGATE_PROBE_JITTER" envDefault:"0.1" help:"share of the probe interval added at random, so replicas do not probe in step"`
+	ProbeQuick        bool          `flag:"probe-quick" env:"SLOGATE_PROBE_QUICK" envDefault:"false" help:"run the probe workload's quick variant (about a minute)"`
+	ProbeMaxLoad      float64       `flag:"probe-max-load" env:"SLOGATE_PROBE_MAX_LOAD" envDefault:"0.5" help:"probes and calibrations hold back while live traffic holds more than this share of the engine's KV cache, the engine is saturated, or live p95 TTFT is over its SLO"`
+	Calibrate         bool          `flag:"calibrate" env:"SLOGATE_CALIBRATE" envDefault:"false" help:"measure each tier's knee from inside the sidecar, on POST /-/calibrate and every --calibrate-interval; it drives the engine past its knee for minutes, so choose quiet hours"`
+	CalibrateInterval time.Duration `flag:"calibrate-interval" env:"SLOGATE_CALIBRATE_INTERVAL" envDefault:"0s" help:"time between scheduled calibrations (plus up to 10%); 0: only on POST /-/calibrate"`
+	CalibrateApply    bool          `flag:"calibrate-apply" env:"SLOGATE_CALIBRATE_APPLY" envDefault:"false" help:"put calibrated limits in force at once; false: only publish them (GET /calibration/tiers.yaml, slogate_calibration_* metrics) for review"`
+	CalibrateRound    time.Duration `flag:"calibrate-round" env:"SLOGATE_CALIBRATE_ROUND" envDefault:"60s" help:"arrival window of each rate a calibration measures"`
+	CalibrateOutput   int           `flag:"calibrate-output" env:"SLOGATE_CALIBRATE_OUTPUT" envDefault:"128" help:"output tokens of every calibration request"`
+	ScrapeInterval    time.Duration `flag:"scrape-interval" env:"SLOGATE_SCRAPE_INTERVAL" envDefault:"1s" help:"how often the engine's /metrics is read"`
+	UpstreamTimeout   time.Duration `flag:"upstream-timeout" env:"SLOGATE_UPSTREAM_TIMEOUT" envDefault:"10m" help:"longest wait for the engine's response headers before 504 (0: none)"`
+	MaxBodyBytes      int64         `flag:"max-body-bytes" env:"SLOGATE_MAX_BODY_BYTES" envDefault:"67108864" help:"largest inference request body; larger ones get 413"`
+	InjectUsage       bool          `flag:"inject-usage" env:"SLOGATE_INJECT_USAGE" envDefault:"true" help:"ask the engine for usage on streams that did not, and strip it, so output tokens are exact"`
+	DrainTimeout      time.Duration `flag:"drain-timeout" env:"SLOGATE_DRAIN_TIMEOUT" envDefault:"30s" help:"on SIGTERM, how long in-flight requests may take to finish"`
+	WebConfigFile     string        `flag:"web-config-file" env:"SLOGATE_WEB_CONFIG_FILE" envDefault:"" help:"exporter-toolkit web config (TLS, basic auth) for the admin listener"`
+	PushURL           string        `flag:"push-url" env:"SLOGATE_PUSH_URL" envDefault:"" help:"push metrics in Prometheus text format to this URL (e.g. VictoriaMetrics /api/v1/import/prometheus)"`
+	PushInterval      time.Duration `flag:"push-interval" env:"SLOGATE_PUSH_INTERVAL" envDefault:"15s" help:"how often to push when --push-url is set"`
+	PushLabels        string        `flag:"push-labels" env:"SLOGATE_PUSH_LABELS" envDefault:"" help:"extra labels on pushed metrics, e.g. pod=\"a\",namespace=\"b\""`
+	NativeHist        bool          `flag:"native-histograms" env:"SLOGATE_NATIVE_HISTOGRAMS" envDefault:"false" help:"also expose native histograms, for Prometheus servers that scrape them"`
+	LogLevel          string        `flag:"log-level" env:"SLOGATE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+	LogFormat         string        `flag:"log-format" env:"SLOGATE_LOG_FORMAT" envDefault:"json" help:"json or text"`
 }
 
 const serveAbout = `slogate serve runs the sidecar: clients talk to --listen, slogate forwards to
@@ -114,6 +120,7 @@ type sidecar struct {
 
 	probeWorkload *synth.Workload // nil without scheduled probes
 	prober        atomic.Pointer[synth.Schedule]
+	calibration   *calibrate.Schedule // nil unless --calibrate
 	draining      atomic.Bool
 }
 
@@ -140,15 +147,22 @@ func newSidecar(cfg serveSettings, log *slog.Logger, extra ...proxy.Observer) (*
 	if err := sc.loadProber(); err != nil {
 		return nil, err
 	}
+	if err := sc.loadCalibrator(); err != nil {
+		return nil, err
+	}
 	var probes exporter.ProbeSource
 	if sc.probeWorkload != nil {
 		probes = sc
+	}
+	var calibrations exporter.CalibrationSource
+	if sc.calibration != nil {
+		calibrations = sc
 	}
 	metrics := exporter.New(sc.reg, exporter.Options{
 		TTFT: cfg.SLOTTFT, TPOT: cfg.SLOTPOT, NativeHistograms: cfg.NativeHist,
 		ServedModels: func() []string { return sc.scraper.Latest().Models },
 		Engine:       sc.scraper, InFlight: &late, Version: buildVersion(),
-		Admission: sc.admission, Reloads: sc.reloads, Probe: probes,
+		Admission: sc.admission, Reloads: sc.reloads, Probe: probes, Calibration: calibrations,
 	})
 	late.decisions = metrics
 	sc.proxy = proxy.New(proxy.Config{
@@ -274,6 +288,7 @@ func (s *sidecar) run(ctx context.Context, data, admin net.Listener) error {
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(data) }()
 	wg.Go(func() { s.startProber(ctx, data.Addr().String()) }) // stops when draining starts
+	wg.Go(func() { s.runCalibrator(ctx) })
 	s.log.Info("slogate serving", "listen", data.Addr().String(), "admin", admin.Addr().String(), "upstream", s.cfg.Upstream)
 	select {
 	case err := <-errc:
@@ -288,6 +303,7 @@ func (s *sidecar) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", exporter.AdminHandler(s.reg, s.ready))
 	s.probeRoutes(mux)
+	s.calibrationRoutes(mux)
 	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
 		if s.reloads == nil {
 			http.Error(w, "no tiers file to reload (--tiers-file is not set)", http.StatusBadRequest)

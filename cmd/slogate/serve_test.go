@@ -39,6 +39,12 @@ func startTestSidecarWith(t *testing.T, edit func(*serveSettings)) *testSidecar 
 	t.Helper()
 	p, _ := enginesim.LookupProfile("tiny")
 	p.Timing = enginesim.Timing{StepBase: 0.005} // 5 ms per token
+	return startTestSidecarOn(t, p, edit)
+}
+
+// startTestSidecarOn is startTestSidecarWith in front of a simulator of profile p.
+func startTestSidecarOn(t *testing.T, p enginesim.Profile, edit func(*serveSettings)) *testSidecar {
+	t.Helper()
 	sim, err := enginesim.NewServer(enginesim.Config{Profile: p})
 	if err != nil {
 		t.Fatal(err)
@@ -80,10 +86,16 @@ func status(url string) int {
 
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
+	waitForLong(t, what, 10*time.Second, cond)
+}
+
+// waitForLong is waitFor with a patience fit for work measured in tens of seconds.
+func waitForLong(t *testing.T, what string, patience time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(patience)
 	for !cond() {
 		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
+			t.Fatalf("timed out after %s waiting for %s", patience, what)
 		}
 		time.Sleep(10 * time.Millisecond)
 	}

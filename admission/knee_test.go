@@ -1,0 +1,129 @@
+package admission
+
+import (
+	"strings"
+	"testing"
+	"time"
+)
+
+var kneeSLO = SLO{TTFT: Duration(5 * time.Second), TPOT: Duration(100 * time.Millisecond)}
+
+// pt is a point that meets kneeSLO unless changed: throughput equal to the offered rate.
+func pt(offered, throughput float64) Point {
+	return Point{
+		Offered: offered, Throughput: throughput, Completion: 1,
+		TTFTp50: time.Second, TTFTp95: 2 * time.Second, TPOTp95: 50 * time.Millisecond, MeanE2E: 8 * time.Second,
+	}
+}
+
+func TestSustainable(t *testing.T) {
+	base := pt(1, 1)
+	slowTTFT, slowTPOT, lost := pt(1.2, 1.2), pt(1.2, 1.2), pt(1.2, 1.2)
+	slowTTFT.TTFTp95 = 6 * time.Second
+	slowTPOT.TPOTp95 = 120 * time.Millisecond
+	lost.Completion = 0.9
+	cases := []struct {
+		name   string
+		p      Point
+		base   *Point
+		ok     bool
+		reason string
+	}{
+		{"first point within the SLO", pt(1, 1), nil, true, ""},
+		{"throughput keeps up", pt(1.5, 1.5), &base, true, ""},
+		{"efficiency just at 0.7", pt(2, 1.7), &base, true, ""},
+		{"throughput flat", pt(2, 1.1), &base, false, "marginal efficiency 0.10"},
+		{"TTFT over", slowTTFT, &base, false, "p95 TTFT 6s over the SLO 5s"},
+		{"TPOT over", slowTPOT, &base, false, "p95 TPOT 120ms over the SLO 100ms"},
+		{"requests lost", lost, &base, false, "90% of the offered requests completed"},
+		{"base not lower: no efficiency", pt(1, 0.5), &base, true, ""},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			ok, reason := Sustainable(tc.p, tc.base, kneeSLO)
+			if ok != tc.ok || !strings.Contains(reason, tc.reason) || (tc.ok && reason != "") {
+				t.Errorf("Sustainable = %v %q, want %v %q", ok, reason, tc.ok, tc.reason)
+			}
+		})
+	}
+}
+
+func TestKnee(t *testing.T) {
+	over := pt(1.65, 1.2)
+	over.TTFTp95 = 27 * time.Second
+	cases := []struct {
+		name   string
+		points []Point
+		want   int
+		rule   string
+	}{
+		{"none measured", nil, -1, "no measured rate"},
+		{"all sustainable", []Point{pt(0.5, 0.5), pt(0.8, 0.8), pt(1.1, 1.1)}, 2, "highest rate measured"},
+		{"lowest already over", []Point{over}, -1, "at the lowest rate, 1.65 req/s, p95 TTFT"},
+		// shared/seeds/003's shape: completions grow 19% for 37.5% more offered and p95
+		// TTFT multiplies.
+		{"seed 003 inflection", []Point{pt(0.6, 0.6), pt(1.2, 1.1), over}, 1, "1.2 req/s is the highest sustainable rate; at 1.65 req/s p95 TTFT"},
+		// Bisection leaves points a few percent apart; a round's noise in throughput must
+		// not read as the throughput flattening between them.
+		{"noise between close points", []Point{pt(0.5, 0.5), pt(0.8, 0.8), pt(0.85, 0.82), pt(0.9, 0.86), pt(1.1, 0.88)}, 3, "at 1.1 req/s marginal efficiency"},
+		{"flat throughput under a lax SLO", []Point{pt(1, 1), pt(1.5, 1.5), pt(2, 1.55), pt(3, 1.6)}, 1, "marginal efficiency"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, rule := Knee(tc.points, kneeSLO)
+			if got != tc.want || !strings.Contains(rule, tc.rule) {
+				t.Errorf("Knee = %d %q, want %d %q", got, rule, tc.want, tc.rule)
+			}
+		})
+	}
+}
+
+func TestKneedle(t *testing.T) {
+	// Throughput grows with the offered rate up to 1.0 and then stays flat.
+	curve := []Point{pt(2, 1.02), pt(0.25, 0.25), pt(0.5, 0.5), pt(1, 1), pt(0.75, 0.75), pt(1.5, 1.01)}
+	if k, ok := Kneedle(curve); !ok || k != 1 {
+		t.Errorf("Kneedle = %v %v, want 1 true", k, ok)
+	}
+	cases := []struct {
+		name   string
+		points []Point
+	}{
+		{"too few points", curve[:4]},
+		{"flat", []Point{pt(1, 1), pt(2, 1), pt(3, 1), pt(4, 1), pt(5, 1)}},
+		{"straight line", []Point{pt(1, 1), pt(2, 2), pt(3, 3), pt(4, 4), pt(5, 5)}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if k, ok := Kneedle(tc.points); ok {
+				t.Errorf("Kneedle = %v true, want no knee", k)
+			}
+		})
+	}
+}
+
+func TestDeriveLimits(t *testing.T) {
+	cases := []struct {
+		name string
+		knee Point
+		want TierConfig
+	}{
+		{
+			// 0.9 λ* = 1.08; Little: 1.2 × 8 s = 9.6 → 10; wait 5 s − 1 s; queue 1.08 × 4.
+			"seed 003 knee", pt(1.2, 1.2),
+			TierConfig{Rate: 1.08, Burst: 2, MaxInFlight: 10, MinInFlight: 1, MaxQueue: 5, MaxQueueWait: Duration(4 * time.Second), SLO: kneeSLO},
+		},
+		{
+			// The engine's own TTFT exceeds the SLO: the wait keeps its 100 ms floor.
+			"no room to queue", Point{Offered: 0.05, TTFTp50: 6 * time.Second, MeanE2E: time.Second},
+			TierConfig{Rate: 0.045, Burst: 1, MaxInFlight: 1, MinInFlight: 1, MaxQueue: 1, MaxQueueWait: Duration(100 * time.Millisecond), SLO: kneeSLO},
+		},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got := DeriveLimits(tc.knee, kneeSLO)
+			if got != tc.want {
+				t.Errorf("DeriveLimits =\n %+v, want\n %+v", got, tc.want)
+			}
+		})
+	}
+}

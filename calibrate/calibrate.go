@@ -1,0 +1,144 @@
+// Package calibrate measures where each admission tier's engine throughput stops growing
+// while TTFT explodes, and derives the tier's limits from that knee: it joins the prober
+// (package synth, which measures) and admission control (which owns the knee rule and
+// the limits), so that an operator never has to guess a tier's numbers.
+//
+// For each tier, with a representative request shape: a closed-loop run at a
+// concurrency that saturates the engine gives a reference rate; open-loop Poisson
+// arrivals at 0.5×, 0.8× and 1.1× of it (as shared/seeds/003 scanned) give the first
+// points of the throughput and latency curve; then the bracket between the highest
+// sustainable rate and the first unsustainable one is bisected until it is within 5%
+// (λ* is its lower end, so a bracket of 10% would leave λ* up to 10% under the knee).
+// The knee λ* is the highest sustainable rate (admission.Knee); the limits follow from
+// it (admission.DeriveLimits).
+package calibrate
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/synth"
+)
+
+// Plan is what a calibration measures and how long it may take.
+type Plan struct {
+	Tiers []TierPlan
+
+	RefConcurrency int           // streams of the closed-loop reference run; default 32
+	RefDuration    time.Duration // length of the reference run; default Round
+	Multiples      []float64     // first offered rates, as multiples of the reference; default 0.5, 0.8, 1.1
+	Round          time.Duration // arrival window of each point; default 60s
+	Drain          time.Duration // how long after the window requests may finish; default 2 × Round
+	// MinRequests is the fewest arrivals a point's window should expect, for its p95 to
+	// mean something: at low rates the window grows to bring them, up to MaxRound, and
+	// the drain with it. Defaults 100 and 5 × Round.
+	MinRequests int
+	MaxRound    time.Duration
+	Bracket     float64 // stop when the unsustainable rate is within this share above λ*; default 0.05
+	MaxPoints   int     // points per tier at most; default 10
+	Seed        uint64  // of the Poisson arrivals, the same at every rate of a tier
+}
+
+// TierPlan is one tier to calibrate: its configuration (name, input bound, SLO) and the
+// request shape that stands for its traffic.
+type TierPlan struct {
+	Tier  admission.TierConfig
+	Shape synth.Shape
+}
+
+// Only returns the plan with only the named tiers (comma-separated); all of them for "".
+func (p Plan) Only(names string) (Plan, error) {
+	if strings.TrimSpace(names) == "" {
+		return p, nil
+	}
+	var tiers []TierPlan
+	for _, n := range strings.Split(names, ",") {
+		i := slices.IndexFunc(p.Tiers, func(t TierPlan) bool { return t.Tier.Name == strings.TrimSpace(n) })
+		if i < 0 {
+			return Plan{}, fmt.Errorf("calibrate: no tier %q to calibrate (or the engine's context is too short for it)", strings.TrimSpace(n))
+		}
+		tiers = append(tiers, p.Tiers[i])
+	}
+	p.Tiers = tiers
+	return p, nil
+}
+
+// withDefaults fills a plan's zero values.
+func (p Plan) withDefaults() Plan {
+	if p.RefConcurrency <= 0 {
+		p.RefConcurrency = 32
+	}
+	if p.Round <= 0 {
+		p.Round = time.Minute
+	}
+	if p.RefDuration <= 0 {
+		p.RefDuration = p.Round
+	}
+	if len(p.Multiples) == 0 {
+		p.Multiples = []float64{0.5, 0.8, 1.1}
+	}
+	if p.Drain <= 0 {
+		p.Drain = 2 * p.Round
+	}
+	if p.MinRequests <= 0 {
+		p.MinRequests = 100
+	}
+	if p.MaxRound < p.Round {
+		p.MaxRound = 5 * p.Round
+	}
+	if p.Bracket <= 0 {
+		p.Bracket = 0.05
+	}
+	if p.MaxPoints <= 0 {
+		p.MaxPoints = 10
+	}
+	return p
+}
+
+// Estimate returns how long the plan typically takes: for each tier, the reference run
+// and six rounds with a quarter of their drain (tiers whose rates are too low for
+// Round to bring MinRequests take longer).
+func (p Plan) Estimate() time.Duration {
+	p = p.withDefaults()
+	typical := p.RefDuration + time.Duration(len(p.Multiples)+3)*(p.Round+p.Round/4)
+	return time.Duration(len(p.Tiers)) * typical
+}
+
+// DefaultPlan returns a plan for the tiers of cfg (with the sidecar's SLOs where a tier
+// has none): each tier's shape has three quarters of its input bound (the last tier,
+// unbounded, twice the previous bound), at most the engine's context length minus the
+// output, and output tokens of output.
+func DefaultPlan(cfg admission.Config, slo admission.SLO, maxModelLen, output int) (Plan, error) {
+	if err := cfg.Validate(); err != nil {
+		return Plan{}, err
+	}
+	var p Plan
+	prev := 0
+	for _, t := range cfg.Tiers {
+		if t.SLO.TTFT == 0 {
+			t.SLO.TTFT = slo.TTFT
+		}
+		if t.SLO.TPOT == 0 {
+			t.SLO.TPOT = slo.TPOT
+		}
+		input := t.MaxInputTokens * 3 / 4
+		if t.MaxInputTokens == 0 {
+			input = max(2*prev, 1024)
+		}
+		if maxModelLen > 0 {
+			input = min(input, maxModelLen-output)
+		}
+		if input <= prev*3/4 && prev > 0 || input < 1 {
+			break // the engine's context ends below this tier: nothing of it can be sent
+		}
+		p.Tiers = append(p.Tiers, TierPlan{Tier: t, Shape: synth.Shape{Name: t.Name, Input: input, Output: output}})
+		prev = t.MaxInputTokens
+	}
+	if len(p.Tiers) == 0 {
+		return Plan{}, fmt.Errorf("calibrate: no tier fits the engine's context of %d tokens", maxModelLen)
+	}
+	return p, nil
+}

@@ -1,0 +1,55 @@
+package calibrate
+
+import (
+	"bytes"
+	"fmt"
+	"io"
+	"time"
+
+	"go.yaml.in/yaml/v3"
+
+	"github.com/slogate/slogate/admission"
+)
+
+// Config returns the tiers file a calibration produces: base's tiers, each calibrated
+// tier with its measured limits (a tier that could not be calibrated keeps base's), base's
+// feedback, and the calibration itself as provenance — when, against what engine and
+// model, each tier's SLO, every measured point and the rule that picked its knee — under
+// the calibration key, which admission keeps without interpreting. The result is a valid
+// tiers file that `slogate serve --tiers-file` accepts as it is.
+func (r Result) Config(base admission.Config) (admission.Config, error) {
+	cfg := admission.Config{Feedback: base.Feedback}
+	measured := map[string]*admission.TierConfig{}
+	for _, t := range r.Tiers {
+		if t.Limits != nil {
+			measured[t.Tier] = t.Limits
+		}
+	}
+	for _, t := range base.Tiers {
+		if m, ok := measured[t.Name]; ok {
+			t = *m
+		}
+		cfg.Tiers = append(cfg.Tiers, t)
+	}
+	if err := cfg.Calibration.Encode(r); err != nil {
+		return admission.Config{}, fmt.Errorf("calibrate: encoding the provenance: %w", err)
+	}
+	return cfg, cfg.Validate()
+}
+
+// WriteConfig writes cfg as a tiers file, with a comment saying where it came from.
+func WriteConfig(w io.Writer, cfg admission.Config, r Result) error {
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "# Tiers measured by slogate calibrate against %s (model %s) on %s.\n", r.Target, r.Model, r.Finished.UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "# Each calibrated tier's rate is 0.9 x its knee, its in-flight cap the knee x mean E2E\n# (Little's law); the points and rules are under calibration.\n")
+	enc := yaml.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(cfg); err != nil {
+		return fmt.Errorf("calibrate: encoding the tiers: %w", err)
+	}
+	if err := enc.Close(); err != nil {
+		return err
+	}
+	_, err := w.Write(b.Bytes())
+	return err
+}

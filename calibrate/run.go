@@ -1,0 +1,171 @@
+package calibrate
+
+import (
+	"cmp"
+	"context"
+	"fmt"
+	"math"
+	"slices"
+	"time"
+
+	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/synth"
+)
+
+// Result is a calibration: when, against what, and each tier's curve, knee and limits.
+type Result struct {
+	Started  time.Time    `yaml:"started" json:"started"`
+	Finished time.Time    `yaml:"finished" json:"finished"`
+	Target   string       `yaml:"target" json:"target"`
+	Model    string       `yaml:"model" json:"model"`
+	Engine   string       `yaml:"engine,omitempty" json:"engine,omitempty"`
+	Tiers    []TierResult `yaml:"tiers" json:"tiers"`
+}
+
+// TierResult is one tier's measurement. Knee indexes Points (-1: none sustainable).
+type TierResult struct {
+	Tier      string                `yaml:"tier" json:"tier"`
+	Shape     synth.Shape           `yaml:"shape" json:"shape"`
+	SLO       admission.SLO         `yaml:"slo" json:"slo"`
+	Reference float64               `yaml:"reference_rps" json:"reference_rps"` // closed-loop completions/s
+	Points    []admission.Point     `yaml:"points" json:"points"`
+	Knee      int                   `yaml:"knee" json:"knee"`
+	KneeRate  float64               `yaml:"knee_rps" json:"knee_rps"`
+	Rule      string                `yaml:"rule" json:"rule"`
+	Kneedle   float64               `yaml:"kneedle_rps,omitempty" json:"kneedle_rps,omitempty"` // the Kneedle knee, with 5 points or more
+	Limits    *admission.TierConfig `yaml:"-" json:"-"`
+	Err       string                `yaml:"error,omitempty" json:"error,omitempty"`
+}
+
+// Progress is told about each point measured: the tier, the point, and how many rounds
+// of the plan's estimate are done.
+type Progress func(tier string, p admission.Point, done, total int)
+
+// Run calibrates every tier of plan against t, one after another. A tier whose
+// measurement fails carries the error and no limits; Run stops early, with what it
+// measured, when ctx ends.
+func Run(ctx context.Context, t *synth.Target, plan Plan, engine string, progress Progress) (Result, error) {
+	plan = plan.withDefaults()
+	if _, err := t.PreparePrompts(ctx); err != nil {
+		return Result{}, err
+	}
+	res := Result{Started: time.Now(), Target: t.BaseURL, Model: t.Model, Engine: engine}
+	c := run{t: t, plan: plan, progress: progress, total: len(plan.Tiers) * (len(plan.Multiples) + 3)}
+	for _, tp := range plan.Tiers {
+		if ctx.Err() != nil {
+			break
+		}
+		res.Tiers = append(res.Tiers, c.tier(ctx, tp))
+	}
+	res.Finished = time.Now()
+	return res, ctx.Err()
+}
+
+// run carries one calibration's state.
+type run struct {
+	t        *synth.Target
+	plan     Plan
+	progress Progress
+	done     int
+	total    int
+}
+
+// tier measures one tier's curve and derives its limits.
+func (c *run) tier(ctx context.Context, tp TierPlan) TierResult {
+	r := TierResult{Tier: tp.Tier.Name, Shape: tp.Shape, SLO: tp.Tier.SLO, Knee: -1}
+	ref := c.t.ClosedRound(ctx, tp.Shape, c.plan.RefConcurrency, c.plan.RefDuration)
+	if ref.Seconds > 0 {
+		r.Reference = float64(ref.Completed) / ref.Seconds
+	}
+	if r.Reference <= 0 {
+		r.Err = fmt.Sprintf("the reference run completed no request (%d sent, failures %v)", ref.Sent, ref.Failures)
+		return r
+	}
+	for _, m := range c.plan.Multiples {
+		c.measure(ctx, &r, tp, m*r.Reference)
+	}
+	for len(r.Points) < c.plan.MaxPoints && ctx.Err() == nil {
+		next, ok := c.nextRate(r, tp.Tier.SLO)
+		if !ok {
+			break
+		}
+		c.measure(ctx, &r, tp, next)
+	}
+	c.finish(&r, tp)
+	return r
+}
+
+// measure offers rate and inserts the point in order.
+func (c *run) measure(ctx context.Context, r *TierResult, tp TierPlan, rate float64) {
+	window, drain := c.plan.window(rate)
+	// Every rate of a tier replays the same Poisson arrivals, scaled: neighbouring rates
+	// then differ by their rate and not by their luck, and λ* is not merely the luckiest
+	// of several draws.
+	round := c.t.OpenRound(ctx, tp.Shape, rate, window, true, c.plan.Seed, drain)
+	p := admission.Point{
+		Target: rate, Offered: round.Offered, TTFTp50: secs(round.TTFTp50), TTFTp95: secs(round.TTFTp95),
+		TPOTp95: secs(round.TPOTp95), MeanE2E: secs(round.E2Emean),
+	}
+	if round.Seconds > 0 {
+		p.Throughput = float64(round.Completed) / round.Seconds
+	}
+	if round.Sent > 0 {
+		p.Completion = float64(round.Completed) / float64(round.Sent)
+	}
+	i, _ := slices.BinarySearchFunc(r.Points, p, func(a, b admission.Point) int { return cmp.Compare(a.Offered, b.Offered) })
+	r.Points = slices.Insert(r.Points, i, p)
+	c.done++
+	if c.progress != nil {
+		c.progress(r.Tier, p, c.done, max(c.total, c.done))
+	}
+}
+
+// nextRate returns the next rate to ask for: above the highest rate when every rate
+// was sustainable, below the lowest when none was, else the middle of the bracket
+// between λ* and the first unsustainable rate while it is wider than Bracket. It
+// bisects the rates asked for, not those sent: a round's arrivals may send a few percent
+// more or less than asked (the same share at every rate, as they are the same arrivals
+// scaled), and a bisection of the rates sent would then never close its bracket.
+func (c *run) nextRate(r TierResult, slo admission.SLO) (float64, bool) {
+	knee, _ := admission.Knee(r.Points, slo)
+	switch {
+	case knee == len(r.Points)-1:
+		return r.Points[knee].Target * 1.4, true
+	case knee < 0:
+		low := r.Points[0].Target / 2
+		return low, low >= 0.02*r.Reference
+	}
+	lo, hi := r.Points[knee].Target, r.Points[knee+1].Target
+	if hi/lo-1 <= c.plan.Bracket {
+		return 0, false
+	}
+	return math.Sqrt(lo * hi), true
+}
+
+// finish records the knee and the limits it gives.
+func (c *run) finish(r *TierResult, tp TierPlan) {
+	r.Knee, r.Rule = admission.Knee(r.Points, tp.Tier.SLO)
+	if k, ok := admission.Kneedle(r.Points); ok {
+		r.Kneedle = k
+	}
+	if r.Knee < 0 {
+		r.Err = r.Rule
+		return
+	}
+	r.KneeRate = r.Points[r.Knee].Offered
+	lim := admission.DeriveLimits(r.Points[r.Knee], tp.Tier.SLO)
+	lim.Name, lim.MaxInputTokens = tp.Tier.Name, tp.Tier.MaxInputTokens
+	r.Limits = &lim
+}
+
+// window returns the arrival window and drain for offering rate: Round and Drain, or
+// longer in proportion where Round would bring fewer than MinRequests, up to MaxRound.
+func (p Plan) window(rate float64) (window, drain time.Duration) {
+	window = p.Round
+	if need := secs(float64(p.MinRequests) / rate); need > window {
+		window = min(need.Round(time.Second), p.MaxRound)
+	}
+	return window, time.Duration(float64(p.Drain) * float64(window) / float64(p.Round))
+}
+
+func secs(s float64) time.Duration { return time.Duration(s * float64(time.Second)) }

@@ -1,0 +1,143 @@
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"time"
+
+	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/calibrate"
+	"github.com/slogate/slogate/engine"
+	"github.com/slogate/slogate/synth"
+)
+
+func init() {
+	commands["calibrate"] = command{summary: "measure each tier's knee and write a tiers file from it", run: runCalibrate}
+}
+
+const calibrateAbout = `slogate calibrate measures, for each admission tier, the highest arrival rate the
+engine sustains inside the tier's SLO (the knee, where throughput stops growing while
+TTFT explodes), derives the tier's limits from it, and writes a tiers file that
+slogate serve --tiers-file accepts as it is, with every measured point as provenance.
+It takes minutes: each tier is a closed-loop reference run and several open-loop rounds.
+
+Usage: slogate calibrate --target URL [--quick] --out FILE
+
+Flags:
+`
+
+func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	target := fs.String("target", "http://127.0.0.1:8000", "the engine's base URL")
+	out := fs.String("out", "tiers.yaml", "the tiers file to write")
+	base := fs.String("tiers-file", "", "tiers to calibrate (their names, input bounds and SLOs); default the built-in tiers")
+	quick := fs.Bool("quick", false, "10 s rounds instead of 60 s (for trying it out; less precise)")
+	sloTTFT := fs.Duration("slo-ttft", 2*time.Second, "TTFT SLO of tiers that set none")
+	sloTPOT := fs.Duration("slo-tpot", 100*time.Millisecond, "TPOT SLO of tiers that set none")
+	output := fs.Int("output", 128, "output tokens of every calibration request")
+	round := fs.Duration("round", time.Minute, "arrival window of each measured rate")
+	report := fs.String("report", "", "directory for an HTML and Markdown report of each tier's curve (default: next to --out)")
+	only := fs.String("only", "", "calibrate only these tiers (comma-separated names); the others keep their limits")
+	apiKey := fs.String("api-key", os.Getenv("SLOGATE_UPSTREAM_API_KEY"), "bearer token for the engine")
+	fs.Usage = func() { fmt.Fprint(fs.Output(), calibrateAbout); fs.PrintDefaults() }
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if *quick {
+		*round = 10 * time.Second
+	}
+	slo := admission.SLO{TTFT: admission.Duration(*sloTTFT), TPOT: admission.Duration(*sloTPOT)}
+	cfg, err := baseTiers(*base)
+	if err != nil {
+		return err
+	}
+	t := &synth.Target{BaseURL: *target, APIKey: *apiKey}
+	plan, engineName, err := calibrationPlan(ctx, t, cfg, slo, *output, *round)
+	if err != nil {
+		return err
+	}
+	if plan, err = plan.Only(*only); err != nil {
+		return err
+	}
+	fmt.Fprintf(stderr, "calibrating %d tiers against %s (%s): at most about %s\n", len(plan.Tiers), *target, engineName, plan.Estimate().Round(time.Second))
+	res, err := calibrate.Run(ctx, t, plan, engineName, func(tier string, p admission.Point, done, total int) {
+		fmt.Fprintf(stderr, "[%d/~%d] %-8s %6.3f req/s offered: %6.3f completed/s, p95 TTFT %s, p95 TPOT %s\n",
+			done, total, tier, p.Offered, p.Throughput, p.TTFTp95.Round(time.Millisecond), p.TPOTp95.Round(time.Millisecond))
+	})
+	if err != nil {
+		return err
+	}
+	if err := writeCalibration(*out, *report, cfg, res); err != nil {
+		return err
+	}
+	printCalibration(stdout, res, *out)
+	return nil
+}
+
+// baseTiers reads the tiers to calibrate, or returns the built-in ones.
+func baseTiers(path string) (admission.Config, error) {
+	if path == "" {
+		return admission.DefaultConfig(), nil
+	}
+	return admission.LoadConfig(path)
+}
+
+// calibrationPlan plans the tiers of cfg that fit the engine's context, and reads the
+// engine's kind for the provenance.
+func calibrationPlan(ctx context.Context, t *synth.Target, cfg admission.Config, slo admission.SLO, output int, round time.Duration) (calibrate.Plan, string, error) {
+	plan, err := calibrate.PlanFor(ctx, t, cfg, slo, output)
+	if err != nil {
+		return calibrate.Plan{}, "", err
+	}
+	plan.Round = round
+	snap := engine.NewScraper(engine.ScraperConfig{BaseURL: t.BaseURL, APIKey: t.APIKey}).Scrape(ctx)
+	return plan, snap.Kind.String(), nil
+}
+
+// writeCalibration writes the tiers file and, per tier, a report of its curve.
+func writeCalibration(out, reportDir string, base admission.Config, res calibrate.Result) error {
+	cfg, err := res.Config(base)
+	if err != nil {
+		return err
+	}
+	f, err := os.Create(out)
+	if err != nil {
+		return err
+	}
+	if err := calibrate.WriteConfig(f, cfg, res); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if reportDir == "" {
+		reportDir = filepath.Join(filepath.Dir(out), "calibration")
+	}
+	for _, rep := range res.Reports() {
+		if err := writeReports(filepath.Join(reportDir, rep.Workload.Name), rep); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// printCalibration prints a summary: each tier's knee and limits.
+func printCalibration(w io.Writer, res calibrate.Result, out string) {
+	fmt.Fprintf(w, "\n%-8s %10s %10s %8s %9s %6s %10s  %s\n", "tier", "shape", "knee", "rate", "in flight", "queue", "wait", "rule")
+	for _, t := range res.Tiers {
+		shape := fmt.Sprintf("%d/%d", t.Shape.Input, t.Shape.Output)
+		if t.Limits == nil {
+			fmt.Fprintf(w, "%-8s %10s %10s  not calibrated: %s\n", t.Tier, shape, "-", t.Err)
+			continue
+		}
+		l := t.Limits
+		fmt.Fprintf(w, "%-8s %10s %7.3f/s %6.3f/s %9d %6d %10s  %s\n", t.Tier, shape, t.KneeRate, l.Rate, l.MaxInFlight, l.MaxQueue, time.Duration(l.MaxQueueWait), t.Rule)
+	}
+	fmt.Fprintf(w, "\nwrote %s; start slogate serve --tiers-file %s\n", out, out)
+}

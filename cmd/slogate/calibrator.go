@@ -1,0 +1,161 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"time"
+
+	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/calibrate"
+	"github.com/slogate/slogate/exporter"
+	"github.com/slogate/slogate/synth"
+)
+
+// The calibration inside `slogate serve`: the measurement of `slogate calibrate`, run
+// against the engine directly (it must offer rates past the knee, which admission would
+// refuse), planned from the tiers in force, and applied through admission's reload path
+// or only reported for review.
+
+// calibrationJitter spreads scheduled calibrations of replicas that started together.
+const calibrationJitter = 0.1
+
+// loadCalibrator checks the calibration settings; the calibrator starts with run.
+func (s *sidecar) loadCalibrator() error {
+	if !s.cfg.Calibrate {
+		return nil
+	}
+	if s.cfg.CalibrateInterval < 0 || s.cfg.CalibrateRound < time.Second || s.cfg.CalibrateOutput < 2 {
+		return fmt.Errorf("--calibrate-interval must not be negative, --calibrate-round must be at least 1s and --calibrate-output at least 2 tokens")
+	}
+	var apply func(admission.Config) error
+	if s.cfg.CalibrateApply {
+		apply = func(cfg admission.Config) error {
+			if err := s.admission.Reload(cfg); err != nil {
+				return err
+			}
+			s.log.Info("calibrated limits in force; a reload of the tiers file replaces them")
+			return nil
+		}
+	}
+	s.calibration = calibrate.NewSchedule(calibrate.ScheduleConfig{
+		Target: &synth.Target{BaseURL: s.cfg.Upstream, APIKey: s.cfg.UpstreamAPIKey},
+		Tiers:  s.admission.Config,
+		SLO:    admission.SLO{TTFT: admission.Duration(s.cfg.SLOTTFT), TPOT: admission.Duration(s.cfg.SLOTPOT)},
+		Output: s.cfg.CalibrateOutput, Round: s.cfg.CalibrateRound,
+		Engine: func() string { return s.scraper.Latest().Kind.String() },
+		Apply:  apply, Interval: s.cfg.CalibrateInterval, Jitter: calibrationJitter,
+		Guard: calibrationGuard{s}, Logger: s.log,
+	})
+	return nil
+}
+
+// calibrationGuard holds calibrations back while live traffic needs the engine, or a
+// probe runs. The engine's saturation counts only before a calibration starts: once it
+// runs, it saturates the engine itself, and live traffic's own signals (its share of the
+// KV cache, its tiers' p95 TTFT) stop it.
+type calibrationGuard struct{ s *sidecar }
+
+func (g calibrationGuard) Busy() (bool, string) {
+	if p := g.s.prober.Load(); p != nil && p.Status().Running {
+		return true, "a probe is running"
+	}
+	return g.s.liveBusy(!g.s.calibration.Status().Running)
+}
+
+// Calibration implements exporter.CalibrationSource.
+func (s *sidecar) Calibration() exporter.CalibrationSnapshot {
+	st := s.calibration.Status()
+	c := exporter.CalibrationSnapshot{
+		Running: st.Running, Runs: st.Runs, Held: st.Held, LastStart: st.LastStart, LastOK: st.LastErr == "",
+	}
+	o, ok := s.calibration.Latest()
+	if !ok {
+		return c
+	}
+	c.Finished, c.Applied = o.Result.Finished, o.Applied
+	knees := map[string]float64{}
+	for _, t := range o.Result.Tiers {
+		knees[t.Tier] = t.KneeRate
+	}
+	for _, t := range o.Calibrated() {
+		change, _ := o.KneeChange(t.Name)
+		c.Tiers = append(c.Tiers, exporter.CalibrationTier{
+			Name: t.Name, Knee: knees[t.Name], KneeChange: change, Rate: t.Rate, Burst: t.Burst,
+			MaxInFlight: t.MaxInFlight, MaxQueue: t.MaxQueue, MaxQueueWait: time.Duration(t.MaxQueueWait),
+		})
+	}
+	return c
+}
+
+// calibrationRoutes adds the calibration's admin endpoints: POST /-/calibrate to
+// calibrate now, the tiers file of the latest calibration, and each tier's curve in
+// the prober's three report forms.
+func (s *sidecar) calibrationRoutes(mux *http.ServeMux) {
+	const off = "the sidecar does not calibrate (--calibrate is not set)"
+	mux.HandleFunc("POST /-/calibrate", func(w http.ResponseWriter, _ *http.Request) {
+		switch {
+		case s.calibration == nil:
+			http.Error(w, off, http.StatusBadRequest)
+		case !s.calibration.Trigger():
+			http.Error(w, "a calibration is already running or about to", http.StatusConflict)
+		default:
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = io.WriteString(w, "calibration started\n")
+		}
+	})
+	latest := func(w http.ResponseWriter) (calibrate.Outcome, bool) {
+		if s.calibration == nil {
+			http.Error(w, off, http.StatusNotFound)
+			return calibrate.Outcome{}, false
+		}
+		o, ok := s.calibration.Latest()
+		if !ok {
+			http.Error(w, "no calibration has finished yet", http.StatusNotFound)
+		}
+		return o, ok
+	}
+	mux.HandleFunc("GET /calibration/tiers.yaml", func(w http.ResponseWriter, _ *http.Request) {
+		o, ok := latest(w)
+		if !ok {
+			return
+		}
+		w.Header().Set("Content-Type", "application/yaml")
+		if err := calibrate.WriteConfig(w, o.Config, o.Result); err != nil {
+			s.log.Error("writing the calibrated tiers", "err", err)
+		}
+	})
+	writers := map[string]func(io.Writer, synth.Report) error{
+		"report.json": synth.WriteJSON, "report.md": synth.WriteMarkdown, "report.html": synth.WriteHTML,
+	}
+	types := map[string]string{"report.json": "application/json", "report.md": "text/markdown; charset=utf-8", "report.html": "text/html; charset=utf-8"}
+	mux.HandleFunc("GET /calibration/{tier}/{file}", func(w http.ResponseWriter, r *http.Request) {
+		write, known := writers[r.PathValue("file")]
+		if !known {
+			http.Error(w, "want report.json, report.md or report.html", http.StatusNotFound)
+			return
+		}
+		o, ok := latest(w)
+		if !ok {
+			return
+		}
+		for _, rep := range o.Result.Reports() {
+			if rep.Workload.Name == "calibration-"+r.PathValue("tier") {
+				w.Header().Set("Content-Type", types[r.PathValue("file")])
+				if err := write(w, rep); err != nil {
+					s.log.Error("writing the calibration report", "err", err)
+				}
+				return
+			}
+		}
+		http.Error(w, "the latest calibration has no tier "+r.PathValue("tier"), http.StatusNotFound)
+	})
+}
+
+// runCalibrator runs the calibration schedule until ctx is done.
+func (s *sidecar) runCalibrator(ctx context.Context) {
+	if s.calibration != nil {
+		s.calibration.Run(ctx)
+	}
+}
