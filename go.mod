@@ -3,6 +3,7 @@ module github.com/slogate/slogate
 go 1.26.0
 
 require (
+	github.com/NVIDIA/go-dcgm v1.4601.1
 	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/caarlos0/env/v11 v11.4.2
 	github.com/openai/openai-go/v3 v3.98.0
@@ -19,6 +20,7 @@ require (
 
 require (
 	github.com/beorn7/perks v1.0.1 // indirect
+	github.com/bits-and-blooms/bitset v1.22.0 // indirect
 	github.com/cespare/xxhash/v2 v2.3.0 // indirect
 	github.com/coder/websocket v1.8.15 // indirect
 	github.com/coreos/go-systemd/v22 v22.7.0 // indirect
@@ -32,6 +34,7 @@ require (
 	github.com/mwitkow/go-conntrack v0.0.0-20190716064945-2f068394615f // indirect
 	github.com/pandatix/go-abnf v0.5.3 // indirect
 	github.com/prometheus/procfs v0.22.0 // indirect
+	github.com/stretchr/testify v1.12.1 // indirect
 	github.com/tidwall/gjson v1.20.0 // indirect
 	github.com/tidwall/match v1.1.1 // indirect
 	github.com/tidwall/pretty v1.2.1 // indirect

@@ -69,6 +69,7 @@ type serveSettings struct {
 	PushInterval      time.Duration `flag:"push-interval" env:"SLOGATE_PUSH_INTERVAL" envDefault:"15s" help:"how often to push when --push-url is set"`
 	PushLabels        string        `flag:"push-labels" env:"SLOGATE_PUSH_LABELS" envDefault:"" help:"extra labels on pushed metrics, e.g. pod=\"a\",namespace=\"b\""`
 	NativeHist        bool          `flag:"native-histograms" env:"SLOGATE_NATIVE_HISTOGRAMS" envDefault:"false" help:"also expose native histograms, for Prometheus servers that scrape them"`
+	DCGM              string        `flag:"dcgm" env:"SLOGATE_DCGM" envDefault:"embedded" help:"GPU metrics from NVIDIA DCGM: embedded (DCGM inside slogate; needs libdcgm.so.4 and the GPUs visible), host:port of an nv-hostengine (e.g. the GPU operator's on the node), or off; without DCGM slogate_gpu_collector_up is 0"`
 	LogLevel          string        `flag:"log-level" env:"SLOGATE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
 	LogFormat         string        `flag:"log-format" env:"SLOGATE_LOG_FORMAT" envDefault:"json" help:"json or text"`
 }
@@ -121,6 +122,7 @@ type sidecar struct {
 	probeWorkload *synth.Workload // nil without scheduled probes
 	prober        atomic.Pointer[synth.Schedule]
 	calibration   *calibrate.Schedule // nil unless --calibrate
+	gpus          io.Closer           // the DCGM connection; never nil
 	draining      atomic.Bool
 }
 
@@ -171,6 +173,12 @@ func newSidecar(cfg serveSettings, log *slog.Logger, extra ...proxy.Observer) (*
 		Admission: sc.admitter(),
 	})
 	late.proxy = sc.proxy
+	gpus, closer, err := exporter.NewDCGMCollector(cfg.DCGM, log)
+	if err != nil {
+		return nil, fmt.Errorf("--dcgm: %w", err)
+	}
+	sc.reg.MustRegister(gpus)
+	sc.gpus = closer
 	return sc, nil
 }
 
@@ -259,7 +267,7 @@ func (s *sidecar) ready() error {
 func (s *sidecar) run(ctx context.Context, data, admin net.Listener) error {
 	bg, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	defer func() { stop(); wg.Wait() }()
+	defer func() { stop(); wg.Wait(); s.gpus.Close() }()
 	wg.Go(func() { _ = s.scraper.Run(bg) })
 	wg.Go(func() { s.admission.Run(bg, 20*time.Millisecond) })
 	if s.reloads != nil {
