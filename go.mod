@@ -6,6 +6,7 @@ require (
 	github.com/NVIDIA/go-dcgm v1.4601.1
 	github.com/VictoriaMetrics/metrics v1.45.0
 	github.com/caarlos0/env/v11 v11.4.2
+	github.com/grafana/grafana-foundation-sdk/go v0.0.22
 	github.com/openai/openai-go/v3 v3.98.0
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3

@@ -1,0 +1,127 @@
+package dashboards
+
+import (
+	"github.com/grafana/grafana-foundation-sdk/go/cog"
+	"github.com/grafana/grafana-foundation-sdk/go/common"
+	"github.com/grafana/grafana-foundation-sdk/go/dashboard"
+	"github.com/grafana/grafana-foundation-sdk/go/prometheus"
+)
+
+// Histograms of the request metrics (docs/metrics.md, "Request metrics").
+const (
+	ttftHistogram = "slogate_time_to_first_token_seconds"
+	tpotHistogram = "slogate_time_per_output_token_seconds"
+	e2eHistogram  = "slogate_e2e_request_duration_seconds"
+	gapHistogram  = "slogate_inter_token_gap_seconds"
+	waitHistogram = "slogate_queue_wait_seconds"
+)
+
+// Overview is the SLO overview (uid slogate-overview): SLO attainment and error-budget
+// burn per tier, latency percentiles per tier and model, goodput, rejections by reason
+// and requests by outcome.
+func Overview() (dashboard.Dashboard, error) {
+	b := newDashboard("slogate-overview", "slogate / SLO overview",
+		"Whether requests through slogate meet their tier's TTFT and TPOT SLOs, how fast the error budget burns, and where the latency goes.").
+		WithVariable(modelVariable()).
+		WithVariable(objectiveVariable())
+	withRow(b, "SLO attainment", sloPanels()...)
+	withRow(b, "Latency", latencyPanels()...)
+	withRow(b, "Traffic and rejections", trafficPanels()...)
+	return build(b)
+}
+
+// errorRatio returns, per tier, the share of finished requests that did not end ok.
+func errorRatio() string {
+	return sumBy("tier", rate(selModel("slogate_requests_total", `outcome!="ok"`))) +
+		"\n/\n" + sumBy("tier", rate(selModel("slogate_requests_total")))
+}
+
+// burnRate returns the error-budget burn rate of a per-tier good share: its bad share
+// over the budget (1 - objective). 1 spends the budget exactly over the SLO window.
+func burnRate(goodShare string) string {
+	return "(1 - (" + goodShare + "))\n/ (1 - $objective)"
+}
+
+// sloPanels are the attainment and error-budget panels.
+func sloPanels() []cog.Builder[dashboard.Panel] {
+	const sloNote = " Thresholds are the tiers' own (slogate_admission_slo_seconds); a tier whose threshold is not a bucket boundary of the histogram (a tiers-file SLO other than the sidecar's), and tier none (admission off), have no series."
+	return []cog.Builder[dashboard.Panel]{
+		singleStat("TTFT SLO attainment", "Share of streamed requests that ended ok whose TTFT, queue wait included, was within their tier's TTFT SLO, per tier, over the last rate interval."+sloNote, unitRatio,
+			query(attainment(ttftHistogram, "ttft"), "{{tier}}")).Decimals(2).Min(0).Max(1).
+			Thresholds(thresholds("red", step(0.95, "orange"), step(0.99, "green"))),
+		singleStat("TPOT SLO attainment", "Share of streamed requests that ended ok with two or more output tokens whose TPOT was within their tier's TPOT SLO, per tier."+sloNote, unitRatio,
+			query(attainment(tpotHistogram, "tpot"), "{{tier}}")).Decimals(2).Min(0).Max(1).
+			Thresholds(thresholds("red", step(0.95, "orange"), step(0.99, "green"))),
+		singleStat("Error ratio", "Share of finished requests that did not end ok (outcome != ok: rejected, upstream errors and timeouts, aborted streams, bad requests, client cancels), per tier.", unitRatio,
+			query(errorRatio(), "{{tier}}")).Decimals(2).
+			Thresholds(thresholds("green", step(0.01, "orange"), step(0.05, "red"))),
+		singleStat("Request rate", "Inference requests finished per second, whatever their outcome.", unitReqPerSec,
+			query(sumBy("", rate(selModel("slogate_requests_total"))), "all")).
+			ColorMode(common.BigValueColorModeNone),
+		ratioGraph("TTFT SLO attainment by tier", "Share of streamed requests that ended ok whose TTFT (queue wait included) was within their tier's TTFT SLO: the rate of the bucket whose le is the tier's threshold over the rate of all."+sloNote,
+			query(attainment(ttftHistogram, "ttft"), "{{tier}}")),
+		ratioGraph("TPOT SLO attainment by tier", "Share of streamed requests that ended ok with two or more output tokens whose TPOT was within their tier's TPOT SLO."+sloNote,
+			query(attainment(tpotHistogram, "tpot"), "{{tier}}")),
+		graph("Error-budget burn rate by tier", "How fast each tier spends its error budget (1 - $objective): the share of bad requests over the budget. 1 spends it exactly over the SLO window; 14.4 spends a 30-day budget in two days. TTFT and TPOT count slow successful requests, errors count requests that did not end ok.", unitMultiple,
+			query(burnRate(attainment(ttftHistogram, "ttft")), "TTFT {{tier}}"),
+			query(burnRate(attainment(tpotHistogram, "tpot")), "TPOT {{tier}}"),
+			query("("+errorRatio()+")\n/ (1 - $objective)", "errors {{tier}}")).
+			Min(0).
+			Thresholds(thresholds("green", step(1, "orange"), step(14.4, "red"))).
+			ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeLine)),
+		graph("Goodput by tier", "Requests per second that ended ok with their TTFT within the tier's SLO (good), next to all requests finished per tier. The gap is what overload, errors and slow first tokens cost.", unitReqPerSec,
+			query(goodRate(ttftHistogram, "ttft"), "good {{tier}}"),
+			query(sumBy("tier", rate(selModel("slogate_requests_total"))), "all {{tier}}")).
+			Min(0),
+	}
+}
+
+// percentiles returns the p50, p95 and p99 queries of histogram, per the by labels.
+func percentiles(histogram, by, legend string, bucketSel func(string, ...string) string) []*prometheus.DataqueryBuilder {
+	var out []*prometheus.DataqueryBuilder
+	for _, q := range []struct {
+		q    float64
+		name string
+	}{{0.5, "p50"}, {0.95, "p95"}, {0.99, "p99"}} {
+		out = append(out, query(quantile(q.q, histogram, by, bucketSel), q.name+" "+legend))
+	}
+	return out
+}
+
+// latencyPanels are the latency percentiles.
+func latencyPanels() []cog.Builder[dashboard.Panel] {
+	return []cog.Builder[dashboard.Panel]{
+		graph("TTFT p50 / p95 / p99 by tier and model", "Time to first token as the client felt it at slogate (admission queue wait included), of streamed requests that ended ok, from the histogram's classic buckets.", unitSeconds,
+			percentiles(ttftHistogram, "tier, model", "{{tier}} {{model}}", selModel)...).Min(0),
+		graph("TPOT p50 / p95 / p99 by tier and model", "Per-request time per output token, (E2E - TTFT) / (output tokens - 1) from dispatch, of streamed requests that ended ok with two or more output tokens.", unitSeconds,
+			percentiles(tpotHistogram, "tier, model", "{{tier}} {{model}}", selModel)...).Min(0),
+		graph("E2E p50 / p95 / p99 by tier and model", "Request duration as the client felt it at slogate (admission queue wait included), of requests that ended ok, streamed or not.", unitSeconds,
+			percentiles(e2eHistogram, "tier, model", "{{tier}} {{model}}", selModel)...).Min(0),
+		graph("Queue wait p50 / p95 / p99 by tier", "Time requests waited in their tier's admission queue before dispatch (0 when admitted at once), of every request admission dispatched.", unitSeconds,
+			percentiles(waitHistogram, "tier", "{{tier}}", sel)...).Min(0),
+		heatmapPanel("TTFT distribution", "Streamed requests that ended ok per second, by TTFT bucket (queue wait included), all tiers and models together.", unitSeconds,
+			sumBy("le", rate(selModel(ttftHistogram+"_bucket")))),
+		graph("Inter-token gap p50 / p95 / p99 by model", "Time between successive output chunks of every stream, whatever its outcome: stalls before an abort show here. No tier label.", unitSeconds,
+			percentiles(gapHistogram, "model", "{{model}}", selModel)...).Min(0),
+	}
+}
+
+// trafficPanels are request rates by outcome, rejections and tokens.
+func trafficPanels() []cog.Builder[dashboard.Panel] {
+	stacked := common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)
+	return []cog.Builder[dashboard.Panel]{
+		graph("Requests by outcome", "Inference requests finished per second, stacked by how they ended: ok, client_cancelled, upstream_error, upstream_timeout, aborted_midstream, bad_request, rejected.", unitReqPerSec,
+			query(sumBy("outcome", rate(selModel("slogate_requests_total"))), "{{outcome}}")).
+			Stacking(stacked).FillOpacity(40).Min(0),
+		graph("Rejections and sheds by reason", "Requests admission turned away per second, by reason: tier-rate, queue-full, queue-timeout, predicted-late, saturated, engine-down, in-flight-cap, client-gone, shed. Shadow mode counts what enforce would have rejected.", unitReqPerSec,
+			query(sumBy("reason", rate(sel("slogate_admission_decisions_total", `decision="rejected"`))), "{{reason}}")).
+			Stacking(stacked).FillOpacity(40).Min(0),
+		ratioGraph("Rejected share by tier", "Share of each tier's admission decisions that rejected the request.",
+			query(sumBy("tier", rate(sel("slogate_admission_decisions_total", `decision="rejected"`)))+
+				"\n/\n"+sumBy("tier", rate(sel("slogate_admission_decisions_total"))), "{{tier}}")),
+		graph("Tokens by model", "Prompt and output tokens per second of finished requests, as the engine's usage reports (or, for output without one, the stream's chunks) counted them.", unitTokensRate,
+			query(sumBy("model", rate(selModel("slogate_prompt_tokens_total"))), "prompt {{model}}"),
+			query(sumBy("model", rate(selModel("slogate_generation_tokens_total"))), "output {{model}}")).
+			Min(0),
+	}
+}
