@@ -20,7 +20,7 @@ build:
 	$(GO) build ./...
 
 # Debian packages the tests need, by the command each provides.
-APT_PACKAGES := chromium:chromium
+APT_PACKAGES := chromium:chromium prometheus:promtool prometheus-alertmanager:amtool
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
 # deps installs what the tests need. Each step checks first, so it is idempotent.
