@@ -39,6 +39,10 @@ type TierConfig struct {
 	// Rate and Burst are the token bucket of admitted arrivals; Rate 0 disables it.
 	Rate  float64 `yaml:"rate,omitempty"`
 	Burst int     `yaml:"burst,omitempty"`
+	// MaxRate, when above Rate, lets the SLO feedback move the bucket's rate between
+	// Rate and MaxRate: up while the tier turns arrivals away for their rate and meets
+	// its SLOs, down when it misses them. 0: the rate stays at Rate.
+	MaxRate float64 `yaml:"max_rate,omitempty"`
 	// MaxInFlight caps the tier's requests in flight to the engine; the SLO feedback
 	// moves the working cap between MinInFlight (default 1) and it.
 	MaxInFlight int `yaml:"max_in_flight"`
@@ -135,6 +139,8 @@ func (c Config) Validate() error {
 			return bad("max_input_tokens must be above the previous tier's")
 		case !(t.Rate >= 0) || math.IsInf(t.Rate, 0) || t.Burst < 0 || t.Rate > 0 && t.Burst < 1:
 			return bad("rate must be >= 0 with burst >= 1 when the rate is set")
+		case !(t.MaxRate >= 0) || math.IsInf(t.MaxRate, 0) || t.MaxRate > 0 && t.MaxRate < t.Rate || t.MaxRate > 0 && t.Rate == 0:
+			return bad("max_rate must be 0, or at least rate (which must then be set)")
 		case t.MaxInFlight < 1 || t.MinInFlight < 0 || t.MinInFlight > t.MaxInFlight:
 			return bad("needs 1 <= min_in_flight <= max_in_flight (min defaults to 1)")
 		case t.MaxQueue < 0 || t.MaxQueueWait < 0:

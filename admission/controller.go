@@ -205,8 +205,9 @@ func (c *Controller) decide(now time.Time, t *tierState, tk *Ticket, d *Decision
 				delay = time.Second
 			}
 			d.Verdict, d.Reason = Rejected, TierRate
+			t.rateHits++
 			c.bypass(d, t, tk)
-			return nil, reject(t, TierRate, delay, "over its rate of %g requests/s", t.cfg.Rate)
+			return nil, reject(t, TierRate, delay, "over its rate of %.3g requests/s", t.rate)
 		}
 	}
 	if reason == NoReason && t.ahead(tk.class) == 0 && t.inFlight < t.slots(tk.class) {

@@ -3,6 +3,8 @@ package admission
 import (
 	"slices"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
 // The SLO feedback of a tier's in-flight cap, an AIMD controller like TCP's congestion
@@ -24,6 +26,12 @@ import (
 //   - Otherwise, if requests are waiting in the tier's queue (demand above the cap), the
 //     cap grows by Feedback.Increase (default 1), never above max_in_flight.
 //   - With the SLOs met and nobody waiting, the cap stays where it is.
+//
+// A tier with a max_rate above its rate has its token bucket's rate adjusted in the
+// same step: cut as the cap is (never below rate) when an SLO is missed, and raised by
+// rateIncrease when the SLOs are met while arrivals were turned away for their rate
+// (never above max_rate). A calibrated rate comes from unshaped Poisson arrivals; the
+// arrivals admission lets through are smoother, and the engine sustains more of them.
 //
 // TTFT here is the engine's part (from dispatch), not the time spent in slogate's queue:
 // the cap controls the engine's load, and the queue is bounded separately by
@@ -83,11 +91,36 @@ func (t *tierState) adjust(now time.Time, fb Feedback) bool {
 	case t.queued > 0:
 		t.limit = min(t.limit+fb.Increase, float64(t.cfg.MaxInFlight))
 	}
+	t.adjustRate(now, factor, fb)
 	if t.limit != old {
 		t.changed = now
 		return true
 	}
 	return false
+}
+
+// rateIncrease is the share by which the feedback raises a tier's rate in one step.
+const rateIncrease = 0.05
+
+// adjustRate moves the working rate of a tier with a max_rate: down by the cap's factor
+// when an SLO was missed (factor < 1), up by rateIncrease when arrivals were turned away
+// for their rate since the last step; within [Rate, MaxRate].
+func (t *tierState) adjustRate(now time.Time, factor float64, fb Feedback) {
+	hits := t.rateHits
+	t.rateHits = 0
+	if t.limiter == nil || t.cfg.MaxRate <= t.cfg.Rate {
+		return
+	}
+	old := t.rate
+	switch {
+	case factor < 1:
+		t.rate = max(t.rate*max(min(factor, fb.Backoff), minBackoff), t.cfg.Rate)
+	case hits > 0:
+		t.rate = min(t.rate*(1+rateIncrease), t.cfg.MaxRate)
+	}
+	if t.rate != old {
+		t.limiter.SetLimitAt(now, rate.Limit(t.rate))
+	}
 }
 
 // minBackoff is the deepest single cut of the cap.

@@ -1,10 +1,12 @@
 package admission
 
 import (
+	"math"
 	"testing"
 	"time"
 
 	"github.com/slogate/slogate/measure"
+	"golang.org/x/time/rate"
 )
 
 func TestP95NearestRank(t *testing.T) {
@@ -265,5 +267,62 @@ func TestAdjustCutsWithTheOvershoot(t *testing.T) {
 		if ts.limit != tc.want {
 			t.Errorf("p95 TPOT %v: cap 100 became %v, want %v", tc.tpot, ts.limit, tc.want)
 		}
+	}
+}
+
+// TestAdjustRate runs one round of the rate's feedback on a tier with a max_rate.
+func TestAdjustRate(t *testing.T) {
+	const sloTTFT = time.Second
+	fb := Feedback{Interval: Duration(time.Second), Window: Duration(time.Minute), MinSamples: 5, Backoff: 0.5, Increase: 1, Target: 1}
+	tests := []struct {
+		name          string
+		rate, maxRate float64
+		working       float64
+		hits          int
+		ttft          time.Duration
+		want          float64
+	}{
+		{name: "met and turned away for rate: up 5%", rate: 1, maxRate: 2, working: 1, hits: 3, ttft: sloTTFT / 2, want: 1.05},
+		{name: "up stops at max_rate", rate: 1, maxRate: 2, working: 1.99, hits: 1, ttft: sloTTFT / 2, want: 2},
+		{name: "met, nobody turned away: unchanged", rate: 1, maxRate: 2, working: 1.5, ttft: sloTTFT / 2, want: 1.5},
+		{name: "missed: cut like the cap", rate: 1, maxRate: 2, working: 1.6, hits: 3, ttft: 2 * sloTTFT, want: 1},
+		{name: "cut stops at rate", rate: 1, maxRate: 2, working: 1.2, ttft: 2 * sloTTFT, want: 1},
+		{name: "no max_rate: the rate stays", rate: 1, working: 1, hits: 3, ttft: sloTTFT / 2, want: 1},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			now := epoch
+			cfg := TierConfig{Name: "t", Rate: tt.rate, Burst: 1, MaxRate: tt.maxRate, MinInFlight: 1, MaxInFlight: 10, SLO: SLO{TTFT: Duration(sloTTFT)}}
+			if err := (Config{Tiers: []TierConfig{cfg}}).Validate(); err != nil {
+				t.Fatal(err)
+			}
+			ts := newTierState(cfg, now)
+			ts.rate, ts.rateHits = tt.working, tt.hits
+			ts.limiter.SetLimitAt(now, rate.Limit(tt.working))
+			for range 5 {
+				ts.slo.observe(now, now, tt.ttft, 0)
+			}
+			ts.adjust(now, fb)
+			if math.Abs(ts.rate-tt.want) > 1e-9 || math.Abs(float64(ts.limiter.Limit())-tt.want) > 1e-9 || ts.rateHits != 0 {
+				t.Fatalf("rate %v (bucket %v, hits left %d), want %v", ts.rate, ts.limiter.Limit(), ts.rateHits, tt.want)
+			}
+		})
+	}
+}
+
+// A reload that changes a tier's rate starts its feedback over; one that keeps it keeps
+// the working rate.
+func TestConfigureKeepsWorkingRate(t *testing.T) {
+	cfg := TierConfig{Name: "t", Rate: 1, Burst: 1, MaxRate: 2, MaxInFlight: 4}
+	ts := newTierState(cfg, epoch)
+	ts.rate = 1.5
+	ts.configure(cfg, epoch)
+	if ts.rate != 1.5 {
+		t.Errorf("same rate reloaded: working rate %v, want 1.5 kept", ts.rate)
+	}
+	cfg.Rate, cfg.MaxRate = 0.8, 1.2
+	ts.configure(cfg, epoch)
+	if ts.rate != 0.8 || float64(ts.limiter.Limit()) != 0.8 {
+		t.Errorf("new rate: working rate %v (bucket %v), want 0.8", ts.rate, ts.limiter.Limit())
 	}
 }

@@ -130,19 +130,31 @@ func Kneedle(points []Point) (float64, bool) {
 	return ps[at].Offered, best > 0
 }
 
-// DeriveLimits returns a tier's limits from its knee point k: a token bucket at 0.9 λ*
-// (burst: one second of it, at least 1); an in-flight cap from Little's law, λ* × mean
-// E2E at λ* (at least 1), which the SLO feedback may lower to 1; a queue wait of the TTFT
-// SLO minus the typical (median) TTFT at λ*, the time the engine itself needs for the
-// first token, at least 100 ms; and a queue of rate × wait requests, at least 1.
+// DeriveLimits returns a tier's limits from its knee point k:
+//
+//   - a token bucket at 0.9 λ*, which the SLO feedback may raise to MaxRate = 1.5 λ*
+//     while the SLOs hold: λ* is measured with unshaped Poisson arrivals, and the
+//     smoother arrivals admission lets through are sustained at higher rates (slogate's
+//     goodput benchmark, docs/benchmarks.md, measured 1.3 λ*). Its burst holds the
+//     arrivals of one TTFT SLO at that rate, so that Poisson bursts below λ* are not
+//     turned away;
+//   - an in-flight cap of twice Little's law at the knee, 2 λ* × mean E2E (at least 1):
+//     Little's law gives the mean in flight at λ*, and the SLO feedback, which starts at
+//     the cap, cuts it (down to 1) where the engine cannot take that many;
+//   - a queue wait of the TTFT SLO minus the typical (median) TTFT at λ*, the time the
+//     engine itself needs for the first token, at least 100 ms; and a queue of rate ×
+//     wait requests, at least 1.
 func DeriveLimits(k Point, slo SLO) TierConfig {
 	rate := 0.9 * k.Offered
-	inFlight := max(int(math.Ceil(k.Offered*k.MeanE2E.Seconds())), 1)
+	inFlight := max(int(math.Ceil(2*k.Offered*k.MeanE2E.Seconds())), 1)
 	wait := max(time.Duration(slo.TTFT)-k.TTFTp50, 100*time.Millisecond)
 	return TierConfig{
-		Rate: math.Round(rate*1000) / 1000, Burst: max(int(math.Ceil(rate)), 1),
+		Rate: round3(rate), MaxRate: round3(1.5 * k.Offered),
+		Burst:       max(int(math.Ceil(rate*time.Duration(slo.TTFT).Seconds())), 1),
 		MaxInFlight: inFlight, MinInFlight: 1,
 		MaxQueue: max(int(math.Ceil(rate*wait.Seconds())), 1), MaxQueueWait: Duration(wait.Round(time.Millisecond)),
 		SLO: slo,
 	}
 }
+
+func round3(x float64) float64 { return math.Round(x*1000) / 1000 }

@@ -38,7 +38,7 @@ func (c *Controller) Stats() Stats {
 		ts := TierStats{
 			Name: t.cfg.Name, MaxInputTokens: t.cfg.MaxInputTokens, InFlight: t.inFlight + t.shadowed, Limit: t.limit,
 			MinInFlight: t.cfg.MinInFlight, MaxInFlight: t.cfg.MaxInFlight, MaxQueue: t.cfg.MaxQueue,
-			MaxQueueWait: time.Duration(t.cfg.MaxQueueWait), Rate: t.cfg.Rate, Burst: t.cfg.Burst, SLO: t.cfg.SLO,
+			MaxQueueWait: time.Duration(t.cfg.MaxQueueWait), Rate: t.rate, Burst: t.cfg.Burst, SLO: t.cfg.SLO,
 			P95TTFT: t.slo.p95TTFT, P95TPOT: t.slo.p95TPOT, ServiceRate: t.serviceRate(now),
 		}
 		for k := range t.queue {

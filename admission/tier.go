@@ -17,6 +17,8 @@ type tierState struct {
 	// inFlight, so the shadow decisions see the tier as enforce would have left it.
 	shadowed int
 	limit    float64 // the working in-flight cap, in [MinInFlight, MaxInFlight]
+	rate     float64 // the working rate of the token bucket, in [Rate, max(Rate, MaxRate)]
+	rateHits int     // arrivals turned away for the rate since the feedback last ran
 	queue    [numClasses][]*waiter
 	queued   int
 	slo      sloWindow
@@ -58,14 +60,18 @@ func newTierState(cfg TierConfig, now time.Time) *tierState {
 
 // configure applies a (new) configuration at now, keeping the live state.
 func (t *tierState) configure(cfg TierConfig, now time.Time) {
+	if cfg.Rate != t.cfg.Rate {
+		t.rate = cfg.Rate // a new rate starts over; a reload that keeps it keeps the feedback's
+	}
 	t.cfg = cfg
+	t.rate = min(max(t.rate, cfg.Rate), max(cfg.Rate, cfg.MaxRate))
 	switch {
 	case cfg.Rate <= 0:
 		t.limiter = nil
 	case t.limiter == nil:
-		t.limiter = rate.NewLimiter(rate.Limit(cfg.Rate), cfg.Burst)
+		t.limiter = rate.NewLimiter(rate.Limit(t.rate), cfg.Burst)
 	default: // at the controller's clock, not the wall clock SetLimit would use
-		t.limiter.SetLimitAt(now, rate.Limit(cfg.Rate))
+		t.limiter.SetLimitAt(now, rate.Limit(t.rate))
 		t.limiter.SetBurstAt(now, cfg.Burst)
 	}
 	t.limit = min(max(t.limit, float64(cfg.MinInFlight)), float64(cfg.MaxInFlight))

@@ -41,7 +41,7 @@ func (r Result) Config(base admission.Config) (admission.Config, error) {
 func WriteConfig(w io.Writer, cfg admission.Config, r Result) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Tiers measured by slogate calibrate against %s (model %s) on %s.\n", r.Target, r.Model, r.Finished.UTC().Format(time.RFC3339))
-	fmt.Fprintf(&b, "# Each calibrated tier's rate is 0.9 x its knee, its in-flight cap the knee x mean E2E\n# (Little's law); the points and rules are under calibration.\n")
+	fmt.Fprintf(&b, "# Each calibrated tier's rate starts at 0.9 x its knee (the SLO feedback may raise it to\n# 1.5 x), its in-flight cap is twice the knee x mean E2E (Little's law); the points and\n# rules are under calibration.\n")
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
 	if err := enc.Encode(cfg); err != nil {

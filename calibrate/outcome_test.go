@@ -81,8 +81,8 @@ func TestOutcomeFromConfig(t *testing.T) {
 		t.Errorf("outcome %+v, want the applied calibration of 3 req/s", o.Result)
 	}
 	got := o.Calibrated()
-	if len(got) != 1 || got[0].Name != "short" || got[0].Rate != 2.7 || got[0].MaxInFlight != 12 {
-		t.Errorf("Calibrated() = %+v, want the short tier at 2.7 req/s and 12 in flight", got)
+	if len(got) != 1 || got[0].Name != "short" || got[0].Rate != 2.7 || got[0].MaxInFlight != 24 {
+		t.Errorf("Calibrated() = %+v, want the short tier at 2.7 req/s and 24 in flight", got)
 	}
 	if _, ok := FromConfig(base); ok {
 		t.Errorf("FromConfig found a calibration in a file without one")
