@@ -23,10 +23,11 @@ import (
 
 // BenchmarkProxyStream measures what the proxy costs per streamed token. C clients each
 // stream one completion of benchTokens tokens per op from an in-process upstream, either
-// directly or through a Proxy wired as `slogate serve` wires it (usage injection on, the
-// exporter as observer). The upstream sends a token only after the client received the
-// previous one, so every chunk travels the path alone (one upstream read, one parse and
-// decode, one write and flush), as chunks paced by an engine do; nothing is batched.
+// directly or through a Proxy wired as `slogate serve` wires it (usage injection and the
+// stream idle timeout on, the exporter as observer). The upstream sends a token only after
+// the client received the previous one, so every chunk travels the path alone (one
+// upstream read, one parse and decode, one write and flush), as chunks paced by an
+// engine do; nothing is batched.
 //
 // Reported per streamed token: wall ns (with -cpu 1, the CPU cost of the whole
 // in-process system: upstream, proxy and clients), allocations and bytes. The proxy's
@@ -61,7 +62,7 @@ func benchStreams(b *testing.B, c int, proxied bool) {
 		reg := prometheus.NewRegistry()
 		metrics := exporter.New(reg, exporter.Options{TTFT: 2 * time.Second, TPOT: 100 * time.Millisecond,
 			ServedModels: func() []string { return []string{"bench"} }})
-		p := proxy.New(proxy.Config{Upstream: u, InjectUsage: true, Transport: tr, Observers: []proxy.Observer{metrics}})
+		p := proxy.New(proxy.Config{Upstream: u, InjectUsage: true, StreamIdleTimeout: time.Minute, Transport: tr, Observers: []proxy.Observer{metrics}})
 		pSrv := httptest.NewServer(p)
 		defer pSrv.Close()
 		target = pSrv.URL

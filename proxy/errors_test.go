@@ -184,8 +184,8 @@ func TestEngineErrorsPassThrough(t *testing.T) {
 }
 
 // TestDropMidstream checks an engine that breaks the connection after 5 tokens: the
-// client gets those tokens and then an error, never a clean end, and the request is
-// reported as aborted midstream.
+// client gets those tokens, an OpenAI error event and then a broken body, never a clean
+// end, and the request is reported as aborted midstream.
 func TestDropMidstream(t *testing.T) {
 	cases := []struct {
 		name, path, body string
@@ -207,6 +207,9 @@ func TestDropMidstream(t *testing.T) {
 			}
 			if got.outputs() != 5 {
 				t.Errorf("client got %d output chunks before the drop, want 5", got.outputs())
+			}
+			if e := got.errorEvent(); e == nil || e.Code != http.StatusBadGateway || e.Type != wire.TypeServer {
+				t.Errorf("error event %+v; want a server_error with code 502 before the abort", e)
 			}
 			r := f.obs.last(t, 1).res
 			if r.Outcome != measure.AbortedMidstream || r.Ended || r.OutputChunks != 5 || r.OutputTokens != 5 || r.Tokens != measure.TokensChunks || r.Status != http.StatusOK {

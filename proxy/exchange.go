@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -35,6 +36,8 @@ type exchange struct {
 	clock  measure.Clock
 	onGap  func(time.Duration)
 	live   *liveRequest
+	cancel context.CancelCauseFunc // cancels the upstream request; nil without an idle timeout
+	idle   *idleWatch              // watches a streaming response; nil when none is watched
 
 	status   int             // the status the client got; 0 until known
 	failure  measure.Outcome // set by the error handler; OK otherwise

@@ -49,6 +49,13 @@ type Config struct {
 	// UpstreamTimeout bounds the wait for the engine's response headers; 0 means none.
 	// It becomes 504.
 	UpstreamTimeout time.Duration
+	// StreamIdleTimeout bounds the silence of an engine's event stream: once a read of it
+	// has waited this long for a byte (before the first token or between two), slogate
+	// cancels the upstream request and ends the client's stream with an OpenAI error
+	// event and an aborted connection, and reports the request as UpstreamTimeout with
+	// the status the client got (200). Time spent writing to a slow client does not
+	// count. 0 means no limit.
+	StreamIdleTimeout time.Duration
 
 	// Admission decides which inference requests go to the engine now, later or not at
 	// all; nil forwards everything.
@@ -126,7 +133,15 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !p.admit(w, ex) {
 		return
 	}
-	p.rp.ServeHTTP(w, r.WithContext(context.WithValue(r.Context(), exchangeKey{}, ex)))
+	ctx := context.WithValue(r.Context(), exchangeKey{}, ex)
+	if p.cfg.StreamIdleTimeout > 0 {
+		// The upstream request's own context, which the idle watch may cancel.
+		var cancel context.CancelCauseFunc
+		ctx, cancel = context.WithCancelCause(ctx)
+		defer cancel(nil)
+		ex.cancel = cancel
+	}
+	p.rp.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // InFlight returns the inference requests in flight and the KV tokens they hold: the

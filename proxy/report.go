@@ -43,6 +43,7 @@ func isTimeout(err error) bool {
 // close ends an exchange once the ReverseProxy is done with it, however it ended (it runs
 // deferred, so also when the copy to the client aborted), and reports it.
 func (p *Proxy) close(ex *exchange) {
+	ex.idle.stop()
 	p.report(ex)
 }
 

@@ -2,12 +2,15 @@ package proxy
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"strings"
 	"sync"
 
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
 )
 
@@ -30,6 +33,9 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 			resp.Header.Del("Content-Length")
 		}
 		resp.Body = &sseTap{ex: ex, src: resp.Body, parser: wire.NewSSEParser(wire.DefaultMaxEvent)}
+		if ex.cancel != nil {
+			ex.idle = newIdleWatch(p.cfg.StreamIdleTimeout, ex.cancel)
+		}
 		return nil
 	}
 	resp.Body = &bodyTap{ex: ex, src: resp.Body}
@@ -39,6 +45,12 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 // sseTap passes a server-sent event stream through event by event, feeding each event to
 // the exchange's recorder. It forwards every byte the engine sent, in order, except the
 // usage chunk slogate asked for; an event is passed on once it is complete.
+//
+// A stream that breaks off (the engine's connection fails, or the idle watch cancels it)
+// while the client is still there ends with an OpenAI error event in place of the
+// incomplete event the engine left, and then Read fails, so that the ReverseProxy aborts
+// the client's connection: an OpenAI SDK raises the error event, any other client sees
+// a truncated body; none can take the stream for a complete answer.
 type sseTap struct {
 	ex          *exchange
 	src         io.ReadCloser
@@ -64,7 +76,9 @@ func (t *sseTap) Read(p []byte) (int, error) {
 			t.out = t.bufs.out[:0]
 		}
 		t.out, t.sent = t.out[:0], 0
+		t.ex.idle.reading()
 		n, err := t.src.Read(t.bufs.read[:])
+		t.ex.idle.read()
 		t.feed(t.bufs.read[:n])
 		if err != nil {
 			t.end(err)
@@ -169,22 +183,69 @@ func (t *sseTap) event(ev wire.Event) error {
 	return nil
 }
 
-// end records how the upstream stream ended and releases what the parser held back, so
-// that nothing the engine sent is lost.
+// end records how the upstream stream ended. At its end, it releases what the parser
+// held back, so that nothing the engine sent is lost; when it broke off before [DONE],
+// it queues the error event for the client instead; after [DONE], it ends the client's
+// stream as if the engine's had ended.
 func (t *sseTap) end(err error) {
-	if !t.passthrough {
-		t.forward(t.parser.Pending())
-	}
 	t.err = err
 	if err == io.EOF {
+		if !t.passthrough {
+			t.forward(t.parser.Pending())
+		}
 		t.ex.complete = true
-	} else {
-		t.ex.readErr = err
+		return
 	}
+	w := t.ex.idle
+	w.stop()
+	if t.ex.done {
+		// The answer was complete ([DONE] came through) and only the end of the engine's
+		// body is missing: the client's ends cleanly.
+		t.err = io.EOF
+		return
+	}
+	t.ex.readErr = err
+	idle := w.expired()
+	if idle {
+		t.ex.failure = measure.UpstreamTimeout
+	}
+	if t.ex.r.Context().Err() != nil {
+		return // the client is gone: nobody to tell
+	}
+	if idle {
+		t.breakOff(http.StatusGatewayTimeout, fmt.Sprintf("the engine sent nothing for %s; slogate ended the stream", w.timeout))
+		return
+	}
+	// The engine broke off while the client was still there. Settle the outcome now: a
+	// client that reads the error event may hang up before the request is reported,
+	// and that would make it look as if the client had left first.
+	t.ex.failure = measure.UpstreamError
+	if t.ex.rec.Outputs() > 0 {
+		t.ex.failure = measure.AbortedMidstream
+	}
+	t.breakOff(http.StatusBadGateway, "the engine's stream broke off before its end")
 }
 
-// Close closes the upstream body and returns the tap's buffers to the pool.
+// breakOff queues an OpenAI error event (`data: {"error":{...}}`) for the client, on a
+// line of its own. The incomplete event the engine left is dropped, but for the "\n"
+// that completes a "\r\n" already forwarded; in passthrough, where what was forwarded
+// may end inside an event, blank lines end that event first.
+func (t *sseTap) breakOff(code int, msg string) {
+	if t.passthrough {
+		t.forward([]byte("\n\n"))
+	} else if p := t.parser.Pending(); t.lastCR && len(p) > 0 && p[0] == '\n' {
+		t.forward(p[:1])
+	}
+	body, _ := json.Marshal(wire.ErrorBody{Error: wire.APIError{Message: msg, Type: wire.TypeServer, Code: code}})
+	t.out = append(t.out, "data: "...)
+	t.out = append(t.out, body...)
+	t.out = append(t.out, "\n\n"...)
+}
+
+// Close stops the idle watch, closes the upstream body and returns the tap's buffers to
+// the pool.
 func (t *sseTap) Close() error {
+	t.ex.idle.stop()
 	if t.bufs != nil {
 		t.bufs.out = t.out[:0]
 		tapPool.Put(t.bufs)

@@ -61,6 +61,7 @@ type serveSettings struct {
 	CalibrateOutput   int           `flag:"calibrate-output" env:"SLOGATE_CALIBRATE_OUTPUT" envDefault:"128" help:"output tokens of every calibration request"`
 	ScrapeInterval    time.Duration `flag:"scrape-interval" env:"SLOGATE_SCRAPE_INTERVAL" envDefault:"1s" help:"how often the engine's /metrics is read"`
 	UpstreamTimeout   time.Duration `flag:"upstream-timeout" env:"SLOGATE_UPSTREAM_TIMEOUT" envDefault:"10m" help:"longest wait for the engine's response headers before 504 (0: none)"`
+	StreamIdleTimeout time.Duration `flag:"stream-idle-timeout" env:"SLOGATE_STREAM_IDLE_TIMEOUT" envDefault:"60s" help:"longest silence of a streaming answer (before its first token or between two): the engine's request is cancelled and the client's stream ends with an error event, counted as upstream_timeout (0: none)"`
 	MaxBodyBytes      int64         `flag:"max-body-bytes" env:"SLOGATE_MAX_BODY_BYTES" envDefault:"67108864" help:"largest inference request body; larger ones get 413"`
 	InjectUsage       bool          `flag:"inject-usage" env:"SLOGATE_INJECT_USAGE" envDefault:"true" help:"ask the engine for usage on streams that did not, and strip it, so output tokens are exact"`
 	DrainTimeout      time.Duration `flag:"drain-timeout" env:"SLOGATE_DRAIN_TIMEOUT" envDefault:"30s" help:"on SIGTERM, how long in-flight requests may take to finish"`
@@ -169,7 +170,8 @@ func newSidecar(cfg serveSettings, log *slog.Logger, extra ...proxy.Observer) (*
 	late.decisions = metrics
 	sc.proxy = proxy.New(proxy.Config{
 		Upstream: upstream, MaxBodyBytes: cfg.MaxBodyBytes, InjectUsage: cfg.InjectUsage,
-		UpstreamTimeout: cfg.UpstreamTimeout, Observers: append([]proxy.Observer{metrics}, extra...), Logger: log,
+		UpstreamTimeout: cfg.UpstreamTimeout, StreamIdleTimeout: cfg.StreamIdleTimeout,
+		Observers: append([]proxy.Observer{metrics}, extra...), Logger: log,
 		Admission: sc.admitter(),
 	})
 	late.proxy = sc.proxy
