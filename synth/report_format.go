@@ -134,7 +134,11 @@ func fmtPct(x float64) string {
 }
 
 // fmtMultiple formats a scan multiple: 0.5×.
-func fmtMultiple(m float64) string { return strconv.FormatFloat(m, 'f', -1, 64) + "×" }
+// fmtMultiple formats a multiple of the reference rate with at most two decimals
+// (calibration bisects between multiples such as 1.155818…×); 0.5× stays 0.5×.
+func fmtMultiple(m float64) string {
+	return strconv.FormatFloat(math.Round(m*100)/100, 'f', -1, 64) + "×"
+}
 
 // fmtTime formats a timestamp in UTC, or "—" for the zero time.
 func fmtTime(t time.Time) string {
