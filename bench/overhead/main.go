@@ -18,6 +18,19 @@
 //	  proxied_tokens_per_s=... idle_cpu_ms_per_s=... failed=0
 //
 // bench/proxy.sh runs it for C = 1, 64 and 512.
+//
+// With -targets (name=url,...) it compares more than one proxy with a direct connection
+// instead: each repetition drives every target for one round, in the given order in even
+// repetitions and reversed in odd ones (ABC CBA). The first target is the baseline; -pids
+// names the processes serving each other target (name=pid+pid,...), whose CPU time is
+// read around every round and whose resident memory (VmRSS, summed) is read at start-up
+// and every 50 ms during the rounds. It prints a line per round and one per target:
+//
+//	multi c=512 target=nginx reps=5 ttft_p50_ms=... ttft_p99_ms=... added_p50_ms=...
+//	  added_p99_ms=... cpu_ms_per_1k_tokens=... rss_idle_mb=... rss_peak_mb=...
+//	  mem_kb_per_stream=... tokens_per_s=... failed=0
+//
+// bench/nginx.sh runs it with direct, slogate and nginx.
 package main
 
 import (
@@ -40,6 +53,8 @@ func main() {
 	tokens := flag.Int("tokens", 32, "max_tokens of every request")
 	stagger := flag.Duration("stagger", 0, "spread the streams' starts over this long (default: one request's length at the pacer's default pace, 50ms + (tokens-1) x 20ms)")
 	pid := flag.Int("pid", 0, "the proxy's process id, to measure its CPU time (0: none)")
+	targets := flag.String("targets", "", "multi-target mode: name=url,name=url,... (the first is the baseline); -direct, -proxied, -pid and -mode are then unused")
+	pids := flag.String("pids", "", "with -targets: the processes serving each target, name=pid+pid,...")
 	mode := flag.String("mode", "alternate", "alternate: the direct and the proxied round of a repetition run one after the other, in the order ABBA; both: at the same time, C streams each")
 	flag.Parse()
 	if *c <= 0 || *reps <= 0 || *tokens <= 0 || *duration <= 0 || *mode != "both" && *mode != "alternate" {
@@ -53,13 +68,16 @@ func main() {
 	defer stop()
 
 	client := &http.Client{Transport: &http.Transport{
-		MaxIdleConns: 2 * *c, MaxIdleConnsPerHost: *c, DisableCompression: true, IdleConnTimeout: time.Minute,
+		MaxIdleConns: 4 * *c, MaxIdleConnsPerHost: *c, DisableCompression: true, IdleConnTimeout: time.Minute,
 	}}
 	body := fmt.Sprintf(`{"model":"pacer","prompt":"measure the proxy's overhead","max_tokens":%d,"ignore_eos":true,"stream":true}`, *tokens)
 	send := func(ctx context.Context, url string) (time.Duration, int, error) {
 		return stream(ctx, client, url, body, *tokens)
 	}
 	l := load{c: *c, duration: *duration, stagger: *stagger, pid: *pid}
+	if *targets != "" {
+		os.Exit(runTargets(ctx, l, *targets, *pids, *reps, *warmup, send))
+	}
 
 	if *warmup > 0 {
 		w := l
@@ -80,4 +98,23 @@ func main() {
 	if s.failed > 0 {
 		os.Exit(1)
 	}
+}
+
+// runTargets is the multi-target mode; it returns the exit code.
+func runTargets(ctx context.Context, l load, targets, pids string, reps int, warmup time.Duration, send sender) int {
+	ts, err := parseTargets(targets, pids)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "overhead:", err)
+		return 2
+	}
+	m := multiRun{load: l, targets: ts, reps: reps, warmup: warmup, send: send, out: os.Stdout}
+	failed, err := m.run(ctx)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "overhead:", err)
+		return 1
+	}
+	if failed > 0 {
+		return 1
+	}
+	return 0
 }
