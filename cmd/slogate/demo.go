@@ -304,6 +304,7 @@ func (d *demo) banner(sim enginesim.Config, data, admin, engine string, o demoOp
   slogate readiness            http://%s/readyz
   the engine, directly         http://%s
 `, sim.Profile.Name, sim.Flavor, data, admin, admin, engine)
+	fmt.Fprintf(d.out, "  slogate status page          http://%s/\n", admin)
 	if o.probe {
 		fmt.Fprintf(d.out, "  synthetic probe              soon after start, then every %s: http://%s/probe/report.html\n", demoProbeInterval, admin)
 	}

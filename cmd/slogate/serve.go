@@ -28,6 +28,7 @@ import (
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/exporter"
 	"github.com/slogate/slogate/proxy"
+	statuspage "github.com/slogate/slogate/status" // serve_test.go has a func status
 )
 
 func init() {
@@ -125,6 +126,8 @@ type sidecar struct {
 	calibration   *calibrate.Schedule // nil unless --calibrate
 	gpus          io.Closer           // the DCGM connection; never nil
 	draining      atomic.Bool
+
+	live *statuspage.Window // recent live requests, for the status page (status.go)
 }
 
 // newSidecar wires slogate's parts for cfg; extra observers see every request too.
@@ -168,10 +171,11 @@ func newSidecar(cfg serveSettings, log *slog.Logger, extra ...proxy.Observer) (*
 		Admission: sc.admission, Reloads: sc.reloads, Probe: probes, Calibration: calibrations,
 	})
 	late.decisions = metrics
+	sc.live = statuspage.NewWindow(statuspage.WindowOptions{})
 	sc.proxy = proxy.New(proxy.Config{
 		Upstream: upstream, MaxBodyBytes: cfg.MaxBodyBytes, InjectUsage: cfg.InjectUsage,
 		UpstreamTimeout: cfg.UpstreamTimeout, StreamIdleTimeout: cfg.StreamIdleTimeout,
-		Observers: append([]proxy.Observer{metrics}, extra...), Logger: log,
+		Observers: append([]proxy.Observer{metrics, sc.live}, extra...), Logger: log,
 		Admission: sc.admitter(),
 	})
 	late.proxy = sc.proxy
@@ -308,10 +312,12 @@ func (s *sidecar) run(ctx context.Context, data, admin net.Listener) error {
 	return s.drain(srv)
 }
 
-// adminHandler is the exporter's admin endpoints plus POST /-/reload of the tiers file.
+// adminHandler is the exporter's admin endpoints plus POST /-/reload of the tiers file,
+// and the status page at GET /.
 func (s *sidecar) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", exporter.AdminHandler(s.reg, s.ready))
+	mux.Handle("GET /{$}", s.statusPage()) // see status.go
 	s.probeRoutes(mux)
 	s.calibrationRoutes(mux)
 	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {

@@ -1,0 +1,209 @@
+package status
+
+import (
+	"math"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
+	"github.com/slogate/slogate/wire"
+)
+
+// Window defaults.
+const (
+	// DefaultSpan is how far back a Window looks.
+	DefaultSpan = 5 * time.Minute
+	// DefaultCapacity is how many requests a Window keeps at most.
+	DefaultCapacity = 4096
+)
+
+// Window keeps the most recent live requests' measurements, compactly and in bounded
+// memory (Capacity records of a few words each, however much traffic passes), and
+// summarises them per tier for the status page. It has the method set of
+// proxy.Observer. Safe for concurrent use.
+type Window struct {
+	span  time.Duration
+	clock measure.Clock
+
+	mu   sync.Mutex
+	ring []record // ring[next] is the oldest once the ring is full
+	next int
+	full bool
+}
+
+// record is what the status page needs of one request.
+type record struct {
+	end        time.Time // when the response ended
+	tier       string
+	outcome    measure.Outcome
+	judged     bool          // a stream that ended ok with output: SLOs apply
+	ttft, tpot time.Duration // TTFT as the client felt it (queue wait included); TPOT 0: n/a
+}
+
+// WindowOptions configure a Window; zero values take the defaults.
+type WindowOptions struct {
+	Span     time.Duration // how far back summaries look; default DefaultSpan
+	Capacity int           // most requests kept; default DefaultCapacity
+	Clock    measure.Clock // default the wall clock
+}
+
+// NewWindow returns an empty Window.
+func NewWindow(o WindowOptions) *Window {
+	if o.Span <= 0 {
+		o.Span = DefaultSpan
+	}
+	if o.Capacity <= 0 {
+		o.Capacity = DefaultCapacity
+	}
+	if o.Clock == nil {
+		o.Clock = wallClock{}
+	}
+	return &Window{span: o.Span, clock: o.Clock, ring: make([]record, o.Capacity)}
+}
+
+var _ LiveSource = (*Window)(nil)
+
+type wallClock struct{}
+
+func (wallClock) Now() time.Time { return time.Now() }
+
+// Span returns how far back the window's summaries look.
+func (w *Window) Span() time.Duration { return w.span }
+
+// Capacity returns how many requests the window keeps at most.
+func (w *Window) Capacity() int { return len(w.ring) }
+
+// Observe records one finished request. It takes a short lock, never blocks otherwise
+// and does not allocate.
+func (w *Window) Observe(_ wire.Request, res measure.Result) {
+	r := record{end: w.clock.Now(), tier: res.Tier, outcome: res.Outcome}
+	if res.Outcome == measure.OK && res.Stream && res.OutputChunks > 0 {
+		r.judged, r.ttft, r.tpot = true, res.QueueWait+res.TTFT, res.TPOT
+	}
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	w.ring[w.next] = r
+	w.next++
+	if w.next == len(w.ring) {
+		w.next, w.full = 0, true
+	}
+}
+
+// Live is one tier's recent live traffic: the requests that ended within the window's
+// span (at most its capacity). A request is judged by the SLOs when it was a stream
+// that ended ok with output, as the SLO alerting rules count.
+type Live struct {
+	Tier       string        // "" for requests admission did not classify
+	SLO        admission.SLO // the SLO the requests were judged by
+	Requests   int           // every outcome
+	Judged     int           // streams that ended ok with output
+	Met        int           // judged requests within both the TTFT and the TPOT SLO
+	P95TTFT    time.Duration // of judged requests, queue wait included; 0 unknown
+	P95TPOT    time.Duration // of judged requests with two tokens or more; 0 unknown
+	Failed     int           // the engine failed them: upstream errors, timeouts, broken streams
+	Rejected   int           // admission turned them away
+	Cancelled  int           // the client went away first
+	Attainment float64       // Met / Judged; NaN when nothing was judged
+}
+
+// Summary summarises the window per tier as of now: first the given tiers in their
+// order (each judged by its own SLO, listed even without requests), then any other tier
+// seen, in the order first seen, judged by def ("" is the requests admission did not
+// classify). all is every request together, each judged by its own tier's SLO.
+func (w *Window) Summary(tiers []admission.TierStats, def admission.SLO) (byTier []Live, all Live) {
+	var order []*tally
+	index := map[string]*tally{}
+	get := func(name string, slo admission.SLO) *tally {
+		if t, ok := index[name]; ok {
+			return t
+		}
+		t := &tally{Live: Live{Tier: name, SLO: slo}}
+		index[name] = t
+		order = append(order, t)
+		return t
+	}
+	for _, t := range tiers {
+		get(t.Name, t.SLO)
+	}
+	sum := &tally{Live: Live{SLO: def}}
+	for _, r := range w.recent() {
+		t := get(r.tier, def)
+		t.add(r, t.SLO)
+		sum.add(r, t.SLO)
+	}
+	byTier = make([]Live, len(order))
+	for i, t := range order {
+		byTier[i] = t.live()
+	}
+	return byTier, sum.live()
+}
+
+// tally accumulates a Live and its latency samples.
+type tally struct {
+	Live
+	ttft, tpot []time.Duration
+}
+
+// add counts r, judging it by slo.
+func (t *tally) add(r record, slo admission.SLO) {
+	t.Requests++
+	switch r.outcome {
+	case measure.UpstreamError, measure.UpstreamTimeout, measure.AbortedMidstream:
+		t.Failed++
+	case measure.Rejected:
+		t.Rejected++
+	case measure.ClientCancelled:
+		t.Cancelled++
+	}
+	if !r.judged {
+		return
+	}
+	t.Judged++
+	t.ttft = append(t.ttft, r.ttft)
+	if r.tpot > 0 {
+		t.tpot = append(t.tpot, r.tpot)
+	}
+	if within(r.ttft, slo.TTFT) && (r.tpot == 0 || within(r.tpot, slo.TPOT)) {
+		t.Met++
+	}
+}
+
+// live returns the summary with its percentiles and attainment.
+func (t *tally) live() Live {
+	l := t.Live
+	l.P95TTFT, l.P95TPOT = p95(t.ttft), p95(t.tpot)
+	l.Attainment = math.NaN()
+	if l.Judged > 0 {
+		l.Attainment = float64(l.Met) / float64(l.Judged)
+	}
+	return l
+}
+
+// recent returns the records that ended within the span, oldest first.
+func (w *Window) recent() []record {
+	cutoff := w.clock.Now().Add(-w.span)
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	var out []record
+	if w.full {
+		out = append(out, w.ring[w.next:]...)
+	}
+	out = append(out, w.ring[:w.next]...)
+	return slices.DeleteFunc(out, func(r record) bool { return r.end.Before(cutoff) })
+}
+
+// within reports whether v meets an SLO; an SLO of 0 is none.
+func within(v time.Duration, slo admission.Duration) bool {
+	return slo <= 0 || v <= time.Duration(slo)
+}
+
+// p95 returns the nearest-rank 95th percentile of xs (which it sorts), 0 when empty.
+func p95(xs []time.Duration) time.Duration {
+	if len(xs) == 0 {
+		return 0
+	}
+	slices.Sort(xs)
+	return xs[int(math.Ceil(0.95*float64(len(xs))))-1]
+}
