@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -59,5 +60,47 @@ func TestSettingsDescribed(t *testing.T) {
 		if !strings.HasPrefix(s.Env, "SLOGATE_") || s.Help == "" || s.Flag == "" {
 			t.Errorf("setting %+v is not fully described", s)
 		}
+	}
+}
+
+var updateDocs = flag.Bool("update", false, "rewrite the generated part of docs/operations.md")
+
+// docs/operations.md lists every setting of slogate serve as the code declares it.
+func TestOperationsSettings(t *testing.T) {
+	const path = "../../docs/operations.md"
+	doc, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want, err := withSettings(string(doc), settingsMarkdown(describeSettings(&serveSettings{})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if *updateDocs {
+		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return
+	}
+	if string(doc) != want {
+		t.Errorf("%s is out of date with serveSettings: run go test ./cmd/slogate -run TestOperationsSettings -update", path)
+	}
+}
+
+func TestWithSettings(t *testing.T) {
+	cases := []struct {
+		name, doc, want, err string
+	}{
+		{"replaces", "a\n" + settingsBegin + "\nold\n" + settingsEnd + "\nb", "a\n" + settingsBegin + "\nnew\n" + settingsEnd + "\nb", ""},
+		{"no markers", "a\nb", "", "markers"},
+		{"no end", settingsBegin + "\nold", "", "markers"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := withSettings(tc.doc, "new\n")
+			if got != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
+				t.Errorf("withSettings = %q, %v; want %q, %q", got, err, tc.want, tc.err)
+			}
+		})
 	}
 }
