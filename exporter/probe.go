@@ -7,6 +7,11 @@ import (
 // probeCollector exports the prober's latest results, read once per scrape.
 type probeCollector struct{ src ProbeSource }
 
+// NewProbeCollector returns the collector of the slogate_probe_* metrics of src, for a
+// registry of its own (slogate probe pushes one); New registers it when Options.Probe
+// is set.
+func NewProbeCollector(src ProbeSource) prometheus.Collector { return probeCollector{src: src} }
+
 var _ prometheus.Collector = probeCollector{}
 
 // probeStates are the cell states the state set covers.

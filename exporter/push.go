@@ -64,6 +64,26 @@ func Push(ctx context.Context, pushURL string, interval time.Duration, g prometh
 	return nil
 }
 
+// PushOnce sends every metric g gathers to pushURL once, as Push does at each interval,
+// and returns the push's error, if any (never containing the URL's password). For
+// one-shot jobs, such as a probe run from a CronJob, that are never scraped.
+func PushOnce(ctx context.Context, pushURL string, g prometheus.Gatherer, extraLabels string, logger *slog.Logger) error {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := checkPushURL(pushURL); err != nil {
+		return err
+	}
+	if g == nil {
+		return fmt.Errorf("%w: nil gatherer", ErrInvalidPush)
+	}
+	opts := &vm.PushOptions{ExtraLabels: extraLabels, Method: http.MethodPost}
+	if err := vm.PushMetricsExt(ctx, pushURL, func(w io.Writer) { writeText(w, g, logger) }, opts); err != nil {
+		return fmt.Errorf("pushing metrics: %w", err) // the library names the URL redacted
+	}
+	return nil
+}
+
 // checkPushURL validates the URL before the push library sees it, so that errors can
 // show it redacted.
 func checkPushURL(raw string) error {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -10,6 +11,9 @@ import (
 	"strings"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slogate/slogate/exporter"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -23,7 +27,7 @@ cell states. It writes DIR/report.json, DIR/report.md and DIR/report.html.
 
 Workloads: context-matrix, shapes, rate-scan, or a YAML file.
 
-Usage: slogate probe --target URL --workload NAME [--quick] --out DIR
+Usage: slogate probe --target URL --workload NAME [--quick] --out DIR [--push-url URL]
 
 Flags:
 `
@@ -38,6 +42,8 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	model := fs.String("model", "", "served model name (default: the first one /v1/models lists)")
 	apiKey := fs.String("api-key", os.Getenv("SLOGATE_UPSTREAM_API_KEY"), "bearer token for the engine (default $SLOGATE_UPSTREAM_API_KEY)")
 	gate := fs.Bool("gate", true, "run the functional gate first, and stop if it fails")
+	pushURL := fs.String("push-url", "", "push the run's slogate_probe_* metrics once, in Prometheus text format, to this URL (e.g. vmagent's or VictoriaMetrics' /api/v1/import/prometheus)")
+	pushLabels := fs.String("push-labels", "", `extra labels on pushed metrics, e.g. job="slogate-probe",namespace="b"`)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), probeAbout); fs.PrintDefaults() }
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -50,15 +56,36 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		w = w.Quick()
 	}
 	t := &synth.Target{BaseURL: *target, Model: *model, APIKey: *apiKey}
-	progress := newProgress(stderr, w)
+	progress, start := newProgress(stderr, w), time.Now()
 	rep, runErr := synth.Run(ctx, t, w, synth.Options{Gate: *gate, Progress: progress.cell})
 	progress.end()
 	if err := writeReports(*out, rep); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(*out, "report.{json,md,html}"))
+	if *pushURL != "" {
+		if err := pushProbe(ctx, *pushURL, *pushLabels, w.Name, start, rep, runErr); err != nil {
+			return errors.Join(runErr, err)
+		}
+		fmt.Fprintln(stdout, "pushed the slogate_probe_* metrics")
+	}
 	return runErr
 }
+
+// pushProbe pushes the slogate_probe_* metrics of one run once: its cells and gate
+// checks, when it started and ended, and whether it succeeded.
+func pushProbe(ctx context.Context, url, labels, workload string, start time.Time, rep synth.Report, runErr error) error {
+	snap := exporter.ProbeSnapshot{Workload: workload, Runs: 1, LastStart: start, LastEnd: time.Now(), LastOK: runErr == nil}
+	addReport(&snap, rep)
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(exporter.NewProbeCollector(probeSnapshot(snap)))
+	return exporter.PushOnce(ctx, url, reg, labels, nil)
+}
+
+// probeSnapshot is an exporter.ProbeSource that always returns the same snapshot.
+type probeSnapshot exporter.ProbeSnapshot
+
+func (s probeSnapshot) Probe() exporter.ProbeSnapshot { return exporter.ProbeSnapshot(s) }
 
 // loadWorkload returns a preset by name, or reads a workload file.
 func loadWorkload(name string) (synth.Workload, error) {

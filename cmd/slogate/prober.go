@@ -93,10 +93,14 @@ func (s *sidecar) Probe() exporter.ProbeSnapshot {
 		Workload: s.probeWorkload.Name, Running: st.Running, Runs: st.Runs, Held: st.Held,
 		LastStart: st.LastStart, LastEnd: st.LastEnd, LastOK: st.LastErr == "",
 	}
-	rep, ok := sched.Latest()
-	if !ok {
-		return p
+	if rep, ok := sched.Latest(); ok {
+		addReport(&p, rep)
 	}
+	return p
+}
+
+// addReport adds the cells and gate checks of rep to p.
+func addReport(p *exporter.ProbeSnapshot, rep synth.Report) {
 	for _, c := range rep.Cells {
 		load := strconv.Itoa(c.Concurrency)
 		if c.Multiple > 0 {
@@ -110,7 +114,6 @@ func (s *sidecar) Probe() exporter.ProbeSnapshot {
 	for _, g := range rep.Gate {
 		p.Gate = append(p.Gate, exporter.ProbeCheck{Name: g.Name, Verdict: string(g.Verdict)})
 	}
-	return p
 }
 
 // probeRoutes adds the prober's admin endpoints: the latest report in its three forms,

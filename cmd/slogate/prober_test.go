@@ -2,8 +2,11 @@ package main
 
 import (
 	"bytes"
+	"compress/gzip"
 	"context"
+	"io"
 	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -95,17 +98,44 @@ func grepLines(s, prefix string) string {
 }
 
 // TestProbeCommand runs `slogate probe` against the simulator and finds the three
-// reports it promises.
+// reports it promises, and its metrics pushed once to a receiver with the extra labels.
 func TestProbeCommand(t *testing.T) {
 	base := startCommand(t, "sim", "--profile", "tiny")
 	file := filepath.Join(t.TempDir(), "probe.yaml")
 	if err := os.WriteFile(file, []byte(testProbeWorkload), 0o644); err != nil {
 		t.Fatal(err)
 	}
+	pushed := make(chan string, 4)
+	receiver := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body := io.Reader(r.Body)
+		if r.Header.Get("Content-Encoding") == "gzip" {
+			zr, err := gzip.NewReader(r.Body)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			body = zr
+		}
+		b, _ := io.ReadAll(body)
+		pushed <- r.Method + " " + r.URL.Path + "\n" + string(b)
+	}))
+	defer receiver.Close()
 	out := filepath.Join(t.TempDir(), "reports")
 	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), []string{"probe", "--target", base, "--workload", file, "--out", out}, &stdout, &stderr); code != 0 {
+	args := []string{"probe", "--target", base, "--workload", file, "--out", out,
+		"--push-url", receiver.URL + "/api/v1/import/prometheus", "--push-labels", `job="slogate-probe"`}
+	if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
 		t.Fatalf("probe exited %d: %s", code, stderr.String())
+	}
+	select {
+	case got := <-pushed:
+		for _, want := range []string{"POST /api/v1/import/prometheus\n", `slogate_probe_last_success{job="slogate-probe",workload=`, "slogate_probe_cell_state{", `state="valid"`} {
+			if !strings.Contains(got, want) {
+				t.Errorf("the push lacks %q:\n%s", want, got)
+			}
+		}
+	default:
+		t.Error("slogate probe --push-url pushed nothing")
 	}
 	for _, name := range []string{"report.json", "report.md", "report.html"} {
 		if fi, err := os.Stat(filepath.Join(out, name)); err != nil || fi.Size() == 0 {
