@@ -94,7 +94,7 @@ func (s *sidecar) Calibration() exporter.CalibrationSnapshot {
 // the prober's three report forms.
 func (s *sidecar) calibrationRoutes(mux *http.ServeMux) {
 	const off = "the sidecar does not calibrate (--calibrate is not set)"
-	mux.HandleFunc("POST /-/calibrate", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("POST /-/calibrate", s.mutating(func(w http.ResponseWriter, _ *http.Request) {
 		switch {
 		case s.calibration == nil:
 			http.Error(w, off, http.StatusBadRequest)
@@ -104,7 +104,7 @@ func (s *sidecar) calibrationRoutes(mux *http.ServeMux) {
 			w.WriteHeader(http.StatusAccepted)
 			_, _ = io.WriteString(w, "calibration started\n")
 		}
-	})
+	}))
 	latest := func(w http.ResponseWriter) (calibrate.Outcome, bool) {
 		if s.calibration == nil {
 			http.Error(w, off, http.StatusNotFound)

@@ -207,7 +207,7 @@ func demoSidecarSettings(upstream, logLevel string, extra ...string) (serveSetti
 	var cfg serveSettings
 	fs := flag.NewFlagSet("demo-sidecar", flag.ContinueOnError)
 	fs.SetOutput(io.Discard)
-	args := append([]string{"--upstream", "http://" + upstream, "--log-level", logLevel, "--drain-timeout", "5s"}, extra...)
+	args := append([]string{"--upstream", "http://" + upstream, "--log-level", logLevel, "--drain-timeout", "5s", "--enable-admin-api"}, extra...)
 	err := loadSettings(fs, &cfg, nil, args)
 	return cfg, err
 }

@@ -139,7 +139,7 @@ func (s *sidecar) probeRoutes(mux *http.ServeMux) {
 			}
 		})
 	}
-	mux.HandleFunc("POST /-/probe", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("POST /-/probe", s.mutating(func(w http.ResponseWriter, _ *http.Request) {
 		sched := s.prober.Load()
 		switch {
 		case sched == nil:
@@ -150,5 +150,5 @@ func (s *sidecar) probeRoutes(mux *http.ServeMux) {
 			w.WriteHeader(http.StatusAccepted)
 			_, _ = io.WriteString(w, "probe started\n")
 		}
-	})
+	}))
 }

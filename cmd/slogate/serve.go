@@ -66,6 +66,8 @@ type serveSettings struct {
 	MaxBodyBytes      int64         `flag:"max-body-bytes" env:"SLOGATE_MAX_BODY_BYTES" envDefault:"67108864" help:"largest inference request body; larger ones get 413"`
 	InjectUsage       bool          `flag:"inject-usage" env:"SLOGATE_INJECT_USAGE" envDefault:"true" help:"ask the engine for usage on streams that did not, and strip it, so output tokens are exact"`
 	DrainTimeout      time.Duration `flag:"drain-timeout" env:"SLOGATE_DRAIN_TIMEOUT" envDefault:"30s" help:"on SIGTERM, how long in-flight requests may take to finish"`
+	AdminTokenFile    string        `flag:"admin-token-file" env:"SLOGATE_ADMIN_TOKEN_FILE" envDefault:"" help:"file holding a bearer token the admin listener requires on every path but /healthz and /readyz (e.g. a mounted Secret); empty: none"`
+	EnableAdminAPI    bool          `flag:"enable-admin-api" env:"SLOGATE_ENABLE_ADMIN_API" envDefault:"false" help:"serve the admin endpoints that change what slogate does: POST /-/reload, /-/probe and /-/calibrate; off, they answer 403"`
 	WebConfigFile     string        `flag:"web-config-file" env:"SLOGATE_WEB_CONFIG_FILE" envDefault:"" help:"exporter-toolkit web config (TLS, basic auth) for the admin listener"`
 	PushURL           string        `flag:"push-url" env:"SLOGATE_PUSH_URL" envDefault:"" help:"push metrics in Prometheus text format to this URL (e.g. VictoriaMetrics /api/v1/import/prometheus)"`
 	PushInterval      time.Duration `flag:"push-interval" env:"SLOGATE_PUSH_INTERVAL" envDefault:"15s" help:"how often to push when --push-url is set"`
@@ -125,6 +127,7 @@ type sidecar struct {
 	prober        atomic.Pointer[synth.Schedule]
 	calibration   *calibrate.Schedule // nil unless --calibrate
 	gpus          io.Closer           // the DCGM connection; never nil
+	adminToken    []byte              // the admin listener's bearer token; nil: none
 	draining      atomic.Bool
 
 	live *statuspage.Window // recent live requests, for the status page (status.go)
@@ -144,6 +147,9 @@ func newSidecar(cfg serveSettings, log *slog.Logger, extra ...proxy.Observer) (*
 		return nil, errors.New("the TTFT and TPOT SLOs must be positive")
 	}
 	sc := &sidecar{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
+	if sc.adminToken, err = readAdminToken(cfg.AdminTokenFile); err != nil {
+		return nil, err
+	}
 	sc.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	sc.scraper = engine.NewScraper(engine.ScraperConfig{BaseURL: cfg.Upstream, Kind: kind, Interval: cfg.ScrapeInterval, APIKey: cfg.UpstreamAPIKey})
 	var late lateBinding
@@ -313,14 +319,14 @@ func (s *sidecar) run(ctx context.Context, data, admin net.Listener) error {
 }
 
 // adminHandler is the exporter's admin endpoints plus POST /-/reload of the tiers file,
-// and the status page at GET /.
+// and the status page at GET /, behind the admin token when there is one (admin.go).
 func (s *sidecar) adminHandler() http.Handler {
 	mux := http.NewServeMux()
 	mux.Handle("/", exporter.AdminHandler(s.reg, s.ready))
 	mux.Handle("GET /{$}", s.statusPage()) // see status.go
 	s.probeRoutes(mux)
 	s.calibrationRoutes(mux)
-	mux.HandleFunc("POST /-/reload", func(w http.ResponseWriter, _ *http.Request) {
+	mux.HandleFunc("POST /-/reload", s.mutating(func(w http.ResponseWriter, _ *http.Request) {
 		if s.reloads == nil {
 			http.Error(w, "no tiers file to reload (--tiers-file is not set)", http.StatusBadRequest)
 			return
@@ -332,8 +338,8 @@ func (s *sidecar) adminHandler() http.Handler {
 		}
 		s.log.Info("tiers file reloaded", "path", s.cfg.TiersFile)
 		_, _ = io.WriteString(w, "reloaded\n")
-	})
-	return mux
+	}))
+	return s.guardAdmin(mux)
 }
 
 // reloadOnSIGHUP reloads the tiers file on every SIGHUP until ctx is done.
