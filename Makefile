@@ -41,9 +41,10 @@ vet:
 unit:
 	$(GO) test -race -count=1 ./...
 
-# acceptance runs the tests the race detector makes too slow (they skip under -race).
+# acceptance runs the tests the race detector makes too slow (they skip under -race), one
+# package at a time (-p 1): some time the HTTP path, which another package's load skews.
 acceptance:
-	$(GO) test -count=1 -run 'Acceptance' ./synth ./calibrate
+	$(GO) test -p 1 -count=1 -run 'Acceptance' ./synth ./calibrate
 
 test: deps vet unit acceptance fuzz
 

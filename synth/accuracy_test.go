@@ -42,14 +42,15 @@ import (
 //     (its share: loopback both ways, parsing and waiting for a core), +2.2-3.0 ms in all.
 //     So at 256 streams the test bounds the prober's share (prober - wire) and the total
 //     (prober - engine) by what this machine shows, with margin, and reports both.
-//   - Under -race the race detector slows the HTTP path several-fold (at 256 streams the
-//     prober's TTFT is 6-10 ms above the engine's, its share 3-5.5 ms), and `go test -race
-//     ./...` runs other packages' tests beside this one, so the TTFT bounds are scaled by
-//     raceSlowdown there: they still catch a prober that, say, dials for every request or
-//     stamps the first token late. TPOT keeps the issue's bound.
+//   - It does not run under -race: the race detector slows the HTTP path several-fold,
+//     and `go test -race ./...` runs other packages' tests beside this one, whose load
+//     (the Prometheus end-to-end test above all) moved the 256-stream TTFT past any bound
+//     that would still catch a late first token. make's acceptance step runs it without
+//     -race, one package at a time.
 //   - There is no single-stream case: its mean is one request, and one request's TTFT
 //     varies by a scheduling quantum from run to run (0.15-2 ms above the engine's).
 func TestAcceptanceProberMatchesGroundTruth(t *testing.T) {
+	skipUnderRace(t)
 	const (
 		input   = 32
 		output  = 64
@@ -93,9 +94,6 @@ func TestAcceptanceProberMatchesGroundTruth(t *testing.T) {
 			if tc.total > 0 {
 				total, share = tc.total.Seconds(), tc.share.Seconds()
 			}
-			if raceEnabled {
-				total, share = total*raceSlowdown, share*raceSlowdown
-			}
 			if d := r.ttft - r.engineTTFT; d > total {
 				t.Errorf("TTFT: prober %.3f ms is %.3f ms above the engine's %.3f ms, more than %.3f ms", ms(r.ttft), ms(d), ms(r.engineTTFT), ms(total))
 			}
@@ -105,9 +103,6 @@ func TestAcceptanceProberMatchesGroundTruth(t *testing.T) {
 		})
 	}
 }
-
-// raceSlowdown scales the TTFT bounds under the race detector.
-const raceSlowdown = 10
 
 // issueBound is the accuracy the issue asks for around a true value v (seconds).
 func issueBound(v float64) float64 { return math.Max(0.001, 0.01*v) }
