@@ -49,7 +49,7 @@ type exchange struct {
 // open reads and inspects an inference request. It answers the client itself (400 or
 // 413) and reports false when the request cannot be forwarded.
 func (p *Proxy) open(w http.ResponseWriter, r *http.Request, route wire.Route) (*exchange, bool) {
-	ex := &exchange{r: r, req: wire.Request{Route: route}, clock: p.cfg.Clock, class: admission.ParseClass(r.Header.Get(admission.PriorityHeader))}
+	ex := &exchange{r: r, req: wire.Request{Route: route}, clock: p.cfg.Clock, class: p.class(r)}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -96,7 +96,8 @@ func (ex *exchange) rewrite(out *http.Request) {
 	out.ContentLength = int64(len(body))
 	out.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	out.Header.Del("Accept-Encoding")
-	out.Header.Del(admission.PriorityHeader) // slogate's own; the engine has no use for it
+	out.Header.Del(admission.PriorityHeader) // slogate's own; the engine has no use for them
+	out.Header.Del(ProbeKeyHeader)
 	out.GetBody = nil
 	ex.rec = measure.NewRecorder(ex.req.Route, ex.req.Stream, measure.Options{Clock: ex.clock, OnGap: ex.onGap})
 }

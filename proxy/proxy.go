@@ -61,6 +61,14 @@ type Config struct {
 	// all; nil forwards everything.
 	Admission Admitter
 
+	// The probe class (X-Slogate-Priority: probe) keeps a request out of the live metrics
+	// and admits it only from headroom, so only trusted requests may claim it: those
+	// carrying ProbeKey (when set) in ProbeKeyHeader, as the sidecar's own prober does,
+	// or every request when TrustPriority is set. Others are served as interactive. The
+	// other classes lower a request's own priority and are anyone's to choose.
+	ProbeKey      string
+	TrustPriority bool
+
 	Transport http.RoundTripper // default: a transport tuned for one local upstream
 	Observers []Observer
 	Logger    *slog.Logger  // access log and errors; default discard

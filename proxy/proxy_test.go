@@ -384,13 +384,15 @@ func TestInFlight(t *testing.T) {
 // measured like any other, but observers (the live metrics) never see it, and
 // LiveInFlight leaves it out while InFlight counts it.
 func TestProbeRequestsStayOutOfLiveMetrics(t *testing.T) {
-	_, f := startEnv(t, enginesim.Config{Profile: tinyProfile(t, nil)})
+	s := startSim(t, enginesim.Config{Profile: tinyProfile(t, nil)})
+	f := startProxy(t, s.hs.URL, proxy.Config{InjectUsage: true, ProbeKey: "k3y"})
 	body := `{"prompt":"probe me","max_tokens":400,"ignore_eos":true,"stream":true}`
 	req, err := http.NewRequest(http.MethodPost, f.hs.URL+"/v1/completions", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
 	req.Header.Set("X-Slogate-Priority", "probe")
+	req.Header.Set(proxy.ProbeKeyHeader, "k3y")
 	resp, err := f.hs.Client().Do(req)
 	if err != nil {
 		t.Fatal(err)
@@ -413,5 +415,44 @@ func TestProbeRequestsStayOutOfLiveMetrics(t *testing.T) {
 	})
 	if got := f.obs.count(); got != 0 {
 		t.Errorf("observers saw %d probe requests, want 0", got)
+	}
+}
+
+// Only trusted requests may claim the probe class and so hide from the live metrics:
+// the others are served, and counted, as interactive.
+func TestProbeClassNeedsTrust(t *testing.T) {
+	s := startSim(t, enginesim.Config{Profile: tinyProfile(t, nil)})
+	cases := []struct {
+		name   string
+		cfg    proxy.Config
+		key    string
+		hidden bool // kept out of the observers, as a probe
+	}{
+		{"no key configured", proxy.Config{}, "", false},
+		{"wrong key", proxy.Config{ProbeKey: "k3y"}, "guess", false},
+		{"no key sent", proxy.Config{ProbeKey: "k3y"}, "", false},
+		{"the key", proxy.Config{ProbeKey: "k3y"}, "k3y", true},
+		{"clients trusted", proxy.Config{TrustPriority: true}, "", true},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			f := startProxy(t, s.hs.URL, tc.cfg)
+			h := http.Header{"X-Slogate-Priority": {"probe"}}
+			if tc.key != "" {
+				h.Set(proxy.ProbeKeyHeader, tc.key)
+			}
+			code, _, _ := do(t, f.hs.Client(), http.MethodPost, f.hs.URL+"/v1/completions", `{"prompt":"hi","max_tokens":4}`, h)
+			if code != http.StatusOK {
+				t.Fatalf("status %d", code)
+			}
+			want := 1
+			if tc.hidden {
+				want = 0
+			}
+			eventually(t, "the request to be reported", func() (bool, string) {
+				n, _ := f.p.InFlight()
+				return n == 0 && f.obs.count() == want, fmt.Sprintf("%d in flight, %d observed", n, f.obs.count())
+			})
+		})
 	}
 }

@@ -25,6 +25,7 @@ type Target struct {
 	BaseURL string       // the engine's (or a slogate sidecar's) base URL
 	Model   string       // the served model name
 	APIKey  string       // bearer token, if the engine wants one
+	Header  http.Header  // more headers on every request (the sidecar's probe key); may be nil
 	Client  *http.Client // default: a client with room for many idle connections
 	Clock   measure.Clock
 	// Timeout bounds each request, so a stalled engine cannot hang a probe; default
@@ -33,6 +34,15 @@ type Target struct {
 
 	prompts PromptKind // how prompts are written (PreparePrompts)
 	seeds   seeds      // request seeds, unique over the target's life
+}
+
+// addHeader adds t.Header to h.
+func (t *Target) addHeader(h http.Header) {
+	for k, vs := range t.Header {
+		for _, v := range vs {
+			h.Add(k, v)
+		}
+	}
 }
 
 // DefaultRequestTimeout bounds one probe request unless Target.Timeout says otherwise:
@@ -102,6 +112,7 @@ func (t *Target) send(ctx context.Context, p prompt, windowEnd time.Time) Sample
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Slogate-Priority", ProbeClass)
+	t.addHeader(req.Header)
 	if t.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+t.APIKey)
 	}

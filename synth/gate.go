@@ -202,6 +202,7 @@ func (t *Target) call(ctx context.Context, method, path string, body []byte) (in
 	}
 	req.Header.Set("Content-Type", "application/json")
 	req.Header.Set("X-Slogate-Priority", ProbeClass)
+	t.addHeader(req.Header)
 	if t.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+t.APIKey)
 	}

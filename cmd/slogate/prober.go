@@ -11,6 +11,7 @@ import (
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/exporter"
+	"github.com/slogate/slogate/proxy"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -43,7 +44,9 @@ func (s *sidecar) startProber(ctx context.Context, dataAddr string) {
 		return
 	}
 	sched := synth.NewSchedule(synth.ScheduleConfig{
-		Target:   &synth.Target{BaseURL: "http://" + dataAddr}, // the model is read from /v1/models
+		Target: &synth.Target{ // the model is read from /v1/models
+			BaseURL: "http://" + dataAddr, Header: http.Header{proxy.ProbeKeyHeader: {s.probeKey}},
+		},
 		Workload: *s.probeWorkload, Interval: s.cfg.ProbeInterval, Jitter: s.cfg.ProbeJitter,
 		Guard: s, Logger: s.log,
 	})

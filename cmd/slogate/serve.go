@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"flag"
 	"fmt"
@@ -37,45 +38,46 @@ func init() {
 
 // serveSettings are the settings of `slogate serve` (and of the sidecar inside `demo`).
 type serveSettings struct {
-	Upstream          string        `flag:"upstream" env:"SLOGATE_UPSTREAM" envDefault:"http://127.0.0.1:8000" help:"the engine's base URL"`
-	Listen            string        `flag:"listen" env:"SLOGATE_LISTEN" envDefault:":8080" help:"address clients connect to"`
-	AdminListen       string        `flag:"admin-listen" env:"SLOGATE_ADMIN_LISTEN" envDefault:":9090" help:"address of /metrics, /healthz and /readyz"`
-	UpstreamAPIKey    string        `flag:"upstream-api-key" env:"SLOGATE_UPSTREAM_API_KEY" envDefault:"" help:"bearer token for slogate's own requests to the engine (its /v1/models), for engines started with --api-key; never logged"`
-	Engine            string        `flag:"engine" env:"SLOGATE_ENGINE" envDefault:"auto" help:"the engine behind slogate: auto, vllm or sglang"`
-	SLOTTFT           time.Duration `flag:"slo-ttft" env:"SLOGATE_SLO_TTFT" envDefault:"2s" help:"time-to-first-token SLO; a histogram bucket boundary sits exactly on it"`
-	SLOTPOT           time.Duration `flag:"slo-tpot" env:"SLOGATE_SLO_TPOT" envDefault:"100ms" help:"time-per-output-token SLO; a histogram bucket boundary sits exactly on it"`
-	Admission         string        `flag:"admission" env:"SLOGATE_ADMISSION" envDefault:"shadow" help:"admission control: off, shadow (decide and record, never delay or reject) or enforce"`
-	TiersFile         string        `flag:"tiers-file" env:"SLOGATE_TIERS_FILE" envDefault:"" help:"YAML file of admission tiers (reloaded on SIGHUP, on change and on POST /-/reload); empty: the built-in tiers"`
-	StalePolicy       string        `flag:"stale-policy" env:"SLOGATE_STALE_POLICY" envDefault:"open" help:"when engine metrics are stale or missing: open (admit, ignoring them) or closed (answer 503)"`
-	StaleAfter        time.Duration `flag:"stale-after" env:"SLOGATE_STALE_AFTER" envDefault:"5s" help:"engine metrics older than this are stale"`
-	SaturationQueue   float64       `flag:"saturation-queue" env:"SLOGATE_SATURATION_QUEUE" envDefault:"8" help:"the engine is saturated when this many requests wait in its queue"`
-	SaturationKV      float64       `flag:"saturation-kv" env:"SLOGATE_SATURATION_KV" envDefault:"0.9" help:"the engine is saturated at this KV-cache usage (reported, or slogate's in-flight tokens against capacity)"`
-	ProbeWorkload     string        `flag:"probe-workload" env:"SLOGATE_PROBE_WORKLOAD" envDefault:"" help:"probe workload to schedule: a preset (context-matrix, shapes, rate-scan) or a YAML file; empty: no probes"`
-	ProbeInterval     time.Duration `flag:"probe-interval" env:"SLOGATE_PROBE_INTERVAL" envDefault:"6h" help:"time between scheduled probes (plus jitter); 0: only on POST /-/probe"`
-	ProbeJitter       float64       `flag:"probe-jitter" env:"SLOGATE_PROBE_JITTER" envDefault:"0.1" help:"share of the probe interval added at random, so replicas do not probe in step"`
-	ProbeQuick        bool          `flag:"probe-quick" env:"SLOGATE_PROBE_QUICK" envDefault:"false" help:"run the probe workload's quick variant (about a minute)"`
-	ProbeMaxLoad      float64       `flag:"probe-max-load" env:"SLOGATE_PROBE_MAX_LOAD" envDefault:"0.5" help:"probes and calibrations hold back while live traffic holds more than this share of the engine's KV cache, the engine is saturated, or live p95 TTFT is over its SLO"`
-	Calibrate         bool          `flag:"calibrate" env:"SLOGATE_CALIBRATE" envDefault:"false" help:"measure each tier's knee from inside the sidecar, on POST /-/calibrate and every --calibrate-interval; it drives the engine past its knee for minutes, so choose quiet hours"`
-	CalibrateInterval time.Duration `flag:"calibrate-interval" env:"SLOGATE_CALIBRATE_INTERVAL" envDefault:"0s" help:"time between scheduled calibrations (plus up to 10%); 0: only on POST /-/calibrate"`
-	CalibrateApply    bool          `flag:"calibrate-apply" env:"SLOGATE_CALIBRATE_APPLY" envDefault:"false" help:"put calibrated limits in force at once; false: only publish them (GET /calibration/tiers.yaml, slogate_calibration_* metrics) for review"`
-	CalibrateRound    time.Duration `flag:"calibrate-round" env:"SLOGATE_CALIBRATE_ROUND" envDefault:"60s" help:"arrival window of each rate a calibration measures"`
-	CalibrateOutput   int           `flag:"calibrate-output" env:"SLOGATE_CALIBRATE_OUTPUT" envDefault:"128" help:"output tokens of every calibration request"`
-	ScrapeInterval    time.Duration `flag:"scrape-interval" env:"SLOGATE_SCRAPE_INTERVAL" envDefault:"1s" help:"how often the engine's /metrics is read"`
-	UpstreamTimeout   time.Duration `flag:"upstream-timeout" env:"SLOGATE_UPSTREAM_TIMEOUT" envDefault:"10m" help:"longest wait for the engine's response headers before 504 (0: none)"`
-	StreamIdleTimeout time.Duration `flag:"stream-idle-timeout" env:"SLOGATE_STREAM_IDLE_TIMEOUT" envDefault:"60s" help:"longest silence of a streaming answer (before its first token or between two): the engine's request is cancelled and the client's stream ends with an error event, counted as upstream_timeout (0: none)"`
-	MaxBodyBytes      int64         `flag:"max-body-bytes" env:"SLOGATE_MAX_BODY_BYTES" envDefault:"67108864" help:"largest inference request body; larger ones get 413"`
-	InjectUsage       bool          `flag:"inject-usage" env:"SLOGATE_INJECT_USAGE" envDefault:"true" help:"ask the engine for usage on streams that did not, and strip it, so output tokens are exact"`
-	DrainTimeout      time.Duration `flag:"drain-timeout" env:"SLOGATE_DRAIN_TIMEOUT" envDefault:"30s" help:"on SIGTERM, how long in-flight requests may take to finish"`
-	AdminTokenFile    string        `flag:"admin-token-file" env:"SLOGATE_ADMIN_TOKEN_FILE" envDefault:"" help:"file holding a bearer token the admin listener requires on every path but /healthz and /readyz (e.g. a mounted Secret); empty: none"`
-	EnableAdminAPI    bool          `flag:"enable-admin-api" env:"SLOGATE_ENABLE_ADMIN_API" envDefault:"false" help:"serve the admin endpoints that change what slogate does: POST /-/reload, /-/probe and /-/calibrate; off, they answer 403"`
-	WebConfigFile     string        `flag:"web-config-file" env:"SLOGATE_WEB_CONFIG_FILE" envDefault:"" help:"exporter-toolkit web config (TLS, basic auth) for the admin listener"`
-	PushURL           string        `flag:"push-url" env:"SLOGATE_PUSH_URL" envDefault:"" help:"push metrics in Prometheus text format to this URL (e.g. VictoriaMetrics /api/v1/import/prometheus)"`
-	PushInterval      time.Duration `flag:"push-interval" env:"SLOGATE_PUSH_INTERVAL" envDefault:"15s" help:"how often to push when --push-url is set"`
-	PushLabels        string        `flag:"push-labels" env:"SLOGATE_PUSH_LABELS" envDefault:"" help:"extra labels on pushed metrics, e.g. pod=\"a\",namespace=\"b\""`
-	NativeHist        bool          `flag:"native-histograms" env:"SLOGATE_NATIVE_HISTOGRAMS" envDefault:"false" help:"also expose native histograms, for Prometheus servers that scrape them"`
-	DCGM              string        `flag:"dcgm" env:"SLOGATE_DCGM" envDefault:"embedded" help:"GPU metrics from NVIDIA DCGM: embedded (DCGM inside slogate; needs libdcgm.so.4 and the GPUs visible), host:port of an nv-hostengine (e.g. the GPU operator's on the node), or off; without DCGM slogate_gpu_collector_up is 0"`
-	LogLevel          string        `flag:"log-level" env:"SLOGATE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
-	LogFormat         string        `flag:"log-format" env:"SLOGATE_LOG_FORMAT" envDefault:"json" help:"json or text"`
+	Upstream            string        `flag:"upstream" env:"SLOGATE_UPSTREAM" envDefault:"http://127.0.0.1:8000" help:"the engine's base URL"`
+	Listen              string        `flag:"listen" env:"SLOGATE_LISTEN" envDefault:":8080" help:"address clients connect to"`
+	AdminListen         string        `flag:"admin-listen" env:"SLOGATE_ADMIN_LISTEN" envDefault:":9090" help:"address of /metrics, /healthz and /readyz"`
+	UpstreamAPIKey      string        `flag:"upstream-api-key" env:"SLOGATE_UPSTREAM_API_KEY" envDefault:"" help:"bearer token for slogate's own requests to the engine (its /v1/models), for engines started with --api-key; never logged"`
+	Engine              string        `flag:"engine" env:"SLOGATE_ENGINE" envDefault:"auto" help:"the engine behind slogate: auto, vllm or sglang"`
+	SLOTTFT             time.Duration `flag:"slo-ttft" env:"SLOGATE_SLO_TTFT" envDefault:"2s" help:"time-to-first-token SLO; a histogram bucket boundary sits exactly on it"`
+	SLOTPOT             time.Duration `flag:"slo-tpot" env:"SLOGATE_SLO_TPOT" envDefault:"100ms" help:"time-per-output-token SLO; a histogram bucket boundary sits exactly on it"`
+	Admission           string        `flag:"admission" env:"SLOGATE_ADMISSION" envDefault:"shadow" help:"admission control: off, shadow (decide and record, never delay or reject) or enforce"`
+	TiersFile           string        `flag:"tiers-file" env:"SLOGATE_TIERS_FILE" envDefault:"" help:"YAML file of admission tiers (reloaded on SIGHUP, on change and on POST /-/reload); empty: the built-in tiers"`
+	StalePolicy         string        `flag:"stale-policy" env:"SLOGATE_STALE_POLICY" envDefault:"open" help:"when engine metrics are stale or missing: open (admit, ignoring them) or closed (answer 503)"`
+	StaleAfter          time.Duration `flag:"stale-after" env:"SLOGATE_STALE_AFTER" envDefault:"5s" help:"engine metrics older than this are stale"`
+	SaturationQueue     float64       `flag:"saturation-queue" env:"SLOGATE_SATURATION_QUEUE" envDefault:"8" help:"the engine is saturated when this many requests wait in its queue"`
+	SaturationKV        float64       `flag:"saturation-kv" env:"SLOGATE_SATURATION_KV" envDefault:"0.9" help:"the engine is saturated at this KV-cache usage (reported, or slogate's in-flight tokens against capacity)"`
+	ProbeWorkload       string        `flag:"probe-workload" env:"SLOGATE_PROBE_WORKLOAD" envDefault:"" help:"probe workload to schedule: a preset (context-matrix, shapes, rate-scan) or a YAML file; empty: no probes"`
+	ProbeInterval       time.Duration `flag:"probe-interval" env:"SLOGATE_PROBE_INTERVAL" envDefault:"6h" help:"time between scheduled probes (plus jitter); 0: only on POST /-/probe"`
+	ProbeJitter         float64       `flag:"probe-jitter" env:"SLOGATE_PROBE_JITTER" envDefault:"0.1" help:"share of the probe interval added at random, so replicas do not probe in step"`
+	ProbeQuick          bool          `flag:"probe-quick" env:"SLOGATE_PROBE_QUICK" envDefault:"false" help:"run the probe workload's quick variant (about a minute)"`
+	ProbeMaxLoad        float64       `flag:"probe-max-load" env:"SLOGATE_PROBE_MAX_LOAD" envDefault:"0.5" help:"probes and calibrations hold back while live traffic holds more than this share of the engine's KV cache, the engine is saturated, or live p95 TTFT is over its SLO"`
+	Calibrate           bool          `flag:"calibrate" env:"SLOGATE_CALIBRATE" envDefault:"false" help:"measure each tier's knee from inside the sidecar, on POST /-/calibrate and every --calibrate-interval; it drives the engine past its knee for minutes, so choose quiet hours"`
+	CalibrateInterval   time.Duration `flag:"calibrate-interval" env:"SLOGATE_CALIBRATE_INTERVAL" envDefault:"0s" help:"time between scheduled calibrations (plus up to 10%); 0: only on POST /-/calibrate"`
+	CalibrateApply      bool          `flag:"calibrate-apply" env:"SLOGATE_CALIBRATE_APPLY" envDefault:"false" help:"put calibrated limits in force at once; false: only publish them (GET /calibration/tiers.yaml, slogate_calibration_* metrics) for review"`
+	CalibrateRound      time.Duration `flag:"calibrate-round" env:"SLOGATE_CALIBRATE_ROUND" envDefault:"60s" help:"arrival window of each rate a calibration measures"`
+	CalibrateOutput     int           `flag:"calibrate-output" env:"SLOGATE_CALIBRATE_OUTPUT" envDefault:"128" help:"output tokens of every calibration request"`
+	ScrapeInterval      time.Duration `flag:"scrape-interval" env:"SLOGATE_SCRAPE_INTERVAL" envDefault:"1s" help:"how often the engine's /metrics is read"`
+	UpstreamTimeout     time.Duration `flag:"upstream-timeout" env:"SLOGATE_UPSTREAM_TIMEOUT" envDefault:"10m" help:"longest wait for the engine's response headers before 504 (0: none)"`
+	StreamIdleTimeout   time.Duration `flag:"stream-idle-timeout" env:"SLOGATE_STREAM_IDLE_TIMEOUT" envDefault:"60s" help:"longest silence of a streaming answer (before its first token or between two): the engine's request is cancelled and the client's stream ends with an error event, counted as upstream_timeout (0: none)"`
+	MaxBodyBytes        int64         `flag:"max-body-bytes" env:"SLOGATE_MAX_BODY_BYTES" envDefault:"67108864" help:"largest inference request body; larger ones get 413"`
+	InjectUsage         bool          `flag:"inject-usage" env:"SLOGATE_INJECT_USAGE" envDefault:"true" help:"ask the engine for usage on streams that did not, and strip it, so output tokens are exact"`
+	DrainTimeout        time.Duration `flag:"drain-timeout" env:"SLOGATE_DRAIN_TIMEOUT" envDefault:"30s" help:"on SIGTERM, how long in-flight requests may take to finish"`
+	AdminTokenFile      string        `flag:"admin-token-file" env:"SLOGATE_ADMIN_TOKEN_FILE" envDefault:"" help:"file holding a bearer token the admin listener requires on every path but /healthz and /readyz (e.g. a mounted Secret); empty: none"`
+	EnableAdminAPI      bool          `flag:"enable-admin-api" env:"SLOGATE_ENABLE_ADMIN_API" envDefault:"false" help:"serve the admin endpoints that change what slogate does: POST /-/reload, /-/probe and /-/calibrate; off, they answer 403"`
+	TrustClientPriority bool          `flag:"trust-client-priority" env:"SLOGATE_TRUST_CLIENT_PRIORITY" envDefault:"false" help:"let any client mark requests as probes (X-Slogate-Priority: probe: kept out of the live metrics, admitted from headroom), e.g. for slogate probe run from outside the pod; off, only the sidecar's own prober may, and other claims are served as interactive"`
+	WebConfigFile       string        `flag:"web-config-file" env:"SLOGATE_WEB_CONFIG_FILE" envDefault:"" help:"exporter-toolkit web config (TLS, basic auth) for the admin listener"`
+	PushURL             string        `flag:"push-url" env:"SLOGATE_PUSH_URL" envDefault:"" help:"push metrics in Prometheus text format to this URL (e.g. VictoriaMetrics /api/v1/import/prometheus)"`
+	PushInterval        time.Duration `flag:"push-interval" env:"SLOGATE_PUSH_INTERVAL" envDefault:"15s" help:"how often to push when --push-url is set"`
+	PushLabels          string        `flag:"push-labels" env:"SLOGATE_PUSH_LABELS" envDefault:"" help:"extra labels on pushed metrics, e.g. pod=\"a\",namespace=\"b\""`
+	NativeHist          bool          `flag:"native-histograms" env:"SLOGATE_NATIVE_HISTOGRAMS" envDefault:"false" help:"also expose native histograms, for Prometheus servers that scrape them"`
+	DCGM                string        `flag:"dcgm" env:"SLOGATE_DCGM" envDefault:"embedded" help:"GPU metrics from NVIDIA DCGM: embedded (DCGM inside slogate; needs libdcgm.so.4 and the GPUs visible), host:port of an nv-hostengine (e.g. the GPU operator's on the node), or off; without DCGM slogate_gpu_collector_up is 0"`
+	LogLevel            string        `flag:"log-level" env:"SLOGATE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+	LogFormat           string        `flag:"log-format" env:"SLOGATE_LOG_FORMAT" envDefault:"json" help:"json or text"`
 }
 
 const serveAbout = `slogate serve runs the sidecar: clients talk to --listen, slogate forwards to
@@ -128,6 +130,7 @@ type sidecar struct {
 	calibration   *calibrate.Schedule // nil unless --calibrate
 	gpus          io.Closer           // the DCGM connection; never nil
 	adminToken    []byte              // the admin listener's bearer token; nil: none
+	probeKey      string              // lets the sidecar's own probes claim the probe class
 	draining      atomic.Bool
 
 	live *statuspage.Window // recent live requests, for the status page (status.go)
@@ -150,6 +153,7 @@ func newSidecar(cfg serveSettings, log *slog.Logger, extra ...proxy.Observer) (*
 	if sc.adminToken, err = readAdminToken(cfg.AdminTokenFile); err != nil {
 		return nil, err
 	}
+	sc.probeKey = rand.Text()
 	sc.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	sc.scraper = engine.NewScraper(engine.ScraperConfig{BaseURL: cfg.Upstream, Kind: kind, Interval: cfg.ScrapeInterval, APIKey: cfg.UpstreamAPIKey})
 	var late lateBinding
@@ -181,6 +185,7 @@ func newSidecar(cfg serveSettings, log *slog.Logger, extra ...proxy.Observer) (*
 	sc.proxy = proxy.New(proxy.Config{
 		Upstream: upstream, MaxBodyBytes: cfg.MaxBodyBytes, InjectUsage: cfg.InjectUsage,
 		UpstreamTimeout: cfg.UpstreamTimeout, StreamIdleTimeout: cfg.StreamIdleTimeout,
+		ProbeKey: sc.probeKey, TrustPriority: cfg.TrustClientPriority,
 		Observers: append([]proxy.Observer{metrics, sc.live}, extra...), Logger: log,
 		Admission: sc.admitter(),
 	})
