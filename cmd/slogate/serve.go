@@ -307,8 +307,12 @@ func (s *sidecar) run(ctx context.Context, data, admin net.Listener) error {
 	srv := &http.Server{
 		Handler:           s.proxy,
 		ReadHeaderTimeout: 10 * time.Second,
-		IdleTimeout:       2 * time.Minute,
-		ErrorLog:          slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
+		// Headers of more than 64 KiB get 431 (Envoy's default limit is 60 KiB, nginx's
+		// 32 KiB); net/http's default of 1 MiB would let a client forward thousands of
+		// headers to the engine.
+		MaxHeaderBytes: 64 << 10,
+		IdleTimeout:    2 * time.Minute,
+		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(data) }()
