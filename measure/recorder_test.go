@@ -170,7 +170,7 @@ func TestFinishKeepsCallerOutcome(t *testing.T) {
 }
 
 func TestOutcomeNames(t *testing.T) {
-	want := []string{"ok", "client_cancelled", "upstream_error", "upstream_timeout", "aborted_midstream", "bad_request", "rejected"}
+	want := []string{"ok", "client_cancelled", "upstream_error", "upstream_timeout", "aborted_midstream", "bad_request", "rejected", "shutdown"}
 	got := Outcomes()
 	if len(got) != len(want) {
 		t.Fatalf("%d outcomes, want %d", len(got), len(want))

@@ -25,11 +25,13 @@ const (
 	AbortedMidstream                // the stream broke off after it began, without its end marker
 	BadRequest                      // the request was refused as invalid (4xx other than 429)
 	Rejected                        // admission control turned the request away (429/503 from slogate)
+	Shutdown                        // slogate cut the request short because it was shutting down
 	numOutcomes
 )
 
 var outcomeNames = [numOutcomes]string{
 	"ok", "client_cancelled", "upstream_error", "upstream_timeout", "aborted_midstream", "bad_request", "rejected",
+	"shutdown",
 }
 
 // String returns the outcome's label value, e.g. "client_cancelled".

@@ -20,25 +20,31 @@ type Admitter interface {
 // admit asks admission control about the exchange. It answers the client itself and
 // reports false when the request is turned away or its client leaves while it waits.
 func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
-	probe := ex.class == admission.Probe
 	if p.cfg.Admission == nil {
-		ex.live = p.live.add(promptTokens(ex.req), probe)
+		ex.live.admit(promptTokens(ex.req))
 		return true
 	}
-	tk, err := p.cfg.Admission.Admit(ex.r.Context(), admission.Request{Model: ex.req.Model, Prompt: ex.req.Prompt, Class: ex.class})
+	tk, err := p.cfg.Admission.Admit(ex.ctx, admission.Request{Model: ex.req.Model, Prompt: ex.req.Prompt, Class: ex.class})
 	if err == nil {
 		// Only now does the request hold KV in the engine: admission's saturation check
 		// reads these tokens, so a request must not count while it is being decided.
-		ex.ticket, ex.live = tk, p.live.add(promptTokens(ex.req), probe)
+		ex.ticket = tk
+		ex.live.admit(promptTokens(ex.req))
 		return true
 	}
 	var rej *admission.Rejection
+	if errors.As(err, &rej) {
+		ex.tier = rej.Tier
+	}
 	switch {
-	case errors.As(err, &rej) && rej.Reason == admission.ClientGone:
-		ex.status, ex.failure, ex.tier = StatusClientClosed, measure.ClientCancelled, rej.Tier
+	case errors.Is(context.Cause(ex.ctx), ErrShutdown) && ex.r.Context().Err() == nil:
+		wire.WriteError(w, http.StatusServiceUnavailable, wire.APIError{Message: shutdownMessage, Type: wire.TypeServer})
+		ex.status, ex.failure = http.StatusServiceUnavailable, measure.Shutdown
+	case rej != nil && rej.Reason == admission.ClientGone:
+		ex.status, ex.failure = StatusClientClosed, measure.ClientCancelled
 	case rej != nil:
 		writeRejection(w, rej)
-		ex.status, ex.failure, ex.tier = rej.Status(), measure.Rejected, rej.Tier
+		ex.status, ex.failure = rej.Status(), measure.Rejected
 	default:
 		ex.status, ex.failure = StatusClientClosed, measure.ClientCancelled
 	}

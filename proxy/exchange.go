@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 
@@ -36,7 +38,8 @@ type exchange struct {
 	clock  measure.Clock
 	onGap  func(time.Duration)
 	live   *liveRequest
-	cancel context.CancelCauseFunc // cancels the upstream request; nil without an idle timeout
+	ctx    context.Context         // the request's own context: bounds admission's wait and the upstream request
+	cancel context.CancelCauseFunc // cancels ctx
 	idle   *idleWatch              // watches a streaming response; nil when none is watched
 
 	status   int             // the status the client got; 0 until known
@@ -50,12 +53,17 @@ type exchange struct {
 // 413) and reports false when the request cannot be forwarded.
 func (p *Proxy) open(w http.ResponseWriter, r *http.Request, route wire.Route) (*exchange, bool) {
 	ex := &exchange{r: r, req: wire.Request{Route: route}, clock: p.cfg.Clock, class: p.class(r)}
-	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes))
+	body, err := p.readBody(w, r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
-		if errors.As(err, &tooBig) {
+		var ne net.Error
+		switch {
+		case errors.As(err, &tooBig):
 			p.refuse(ex, w, http.StatusRequestEntityTooLarge, fmt.Sprintf("request body exceeds %d bytes", tooBig.Limit), nil)
-		} else {
+		case errors.As(err, &ne) && ne.Timeout():
+			w.Header().Set("Connection", "close")
+			p.refuse(ex, w, http.StatusRequestTimeout, fmt.Sprintf("the request body did not arrive within %s", p.cfg.BodyTimeout), nil)
+		default:
 			p.refuse(ex, w, http.StatusBadRequest, "reading the request body: "+err.Error(), nil)
 		}
 		return nil, false
@@ -76,6 +84,56 @@ func (p *Proxy) open(w http.ResponseWriter, r *http.Request, route wire.Route) (
 		ex.onGap = p.gapObserver(req)
 	}
 	return ex, true
+}
+
+// readBody reads an inference request's body, at most MaxBodyBytes of it, within
+// BodyTimeout.
+func (p *Proxy) readBody(w http.ResponseWriter, r *http.Request) ([]byte, error) {
+	src := http.MaxBytesReader(w, r.Body, p.cfg.MaxBodyBytes)
+	if p.cfg.BodyTimeout <= 0 {
+		return readAll(src, r.ContentLength)
+	}
+	rc := http.NewResponseController(w)
+	if err := rc.SetReadDeadline(time.Now().Add(p.cfg.BodyTimeout)); err != nil {
+		return readAll(src, r.ContentLength)
+	}
+	body, err := readAll(src, r.ContentLength)
+	if err == nil {
+		// Cleared once the body is in, so that it does not cut the answer short. A body
+		// that missed it keeps it, and net/http closes the connection without waiting
+		// for the rest.
+		_ = rc.SetReadDeadline(time.Time{})
+	}
+	return body, err
+}
+
+// presized is the longest announced body read into a buffer of its length at once;
+// longer ones grow as they arrive, so that an announced length costs no memory before
+// the bytes come.
+const presized = 1 << 20
+
+// readAll reads src to its end, into a buffer of the announced length when that is at
+// most presized (growing it only if the body turns out longer). length is -1 when
+// unknown.
+func readAll(src io.Reader, length int64) ([]byte, error) {
+	if length <= 0 || length > presized {
+		return io.ReadAll(src)
+	}
+	// One byte more than announced, so that the read that finds the end has room.
+	body := make([]byte, 0, length+1)
+	for {
+		if len(body) == cap(body) { // not expected: net/http ends a body at its length
+			body = slices.Grow(body, 512)
+		}
+		n, err := src.Read(body[len(body):cap(body)])
+		body = body[:len(body)+n]
+		if err == io.EOF {
+			return body, nil
+		}
+		if err != nil {
+			return body, err
+		}
+	}
 }
 
 // refuse answers a request slogate will not forward and reports it.

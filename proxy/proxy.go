@@ -9,6 +9,7 @@ package proxy
 
 import (
 	"context"
+	"errors"
 	"log/slog"
 	"net"
 	"net/http"
@@ -17,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
 )
@@ -42,6 +44,10 @@ type Config struct {
 
 	// MaxBodyBytes bounds inference request bodies; larger ones get 413. Default 64 MiB.
 	MaxBodyBytes int64
+	// BodyTimeout bounds the time to receive an inference request's body, from the end
+	// of its headers: a client that sends it slower gets 408 and its connection is
+	// closed, so that trickled bodies cannot hold connections open. 0 means no limit.
+	BodyTimeout time.Duration
 	// InjectUsage asks the engine for a usage report on streams whose client did not,
 	// and removes it from what the client sees, so output tokens are exact. Without it,
 	// such streams' tokens are counted from chunks.
@@ -137,20 +143,30 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !ok {
 		return
 	}
+	// The request's own context, which the idle watch and Shutdown may cancel: it bounds
+	// the wait in admission's queue and the upstream request.
+	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), exchangeKey{}, ex))
+	defer cancel(nil)
+	ex.ctx, ex.cancel = ctx, cancel
+	ex.live = p.live.enter(cancel, ex.class == admission.Probe)
 	defer p.close(ex)
 	if !p.admit(w, ex) {
 		return
 	}
-	ctx := context.WithValue(r.Context(), exchangeKey{}, ex)
-	if p.cfg.StreamIdleTimeout > 0 {
-		// The upstream request's own context, which the idle watch may cancel.
-		var cancel context.CancelCauseFunc
-		ctx, cancel = context.WithCancelCause(ctx)
-		defer cancel(nil)
-		ex.cancel = cancel
-	}
 	p.rp.ServeHTTP(w, r.WithContext(ctx))
 }
+
+// ErrShutdown is the cause with which Shutdown cancels the requests in flight.
+var ErrShutdown = errors.New("proxy: slogate is shutting down")
+
+// Shutdown cuts short every inference request in flight, for a server whose grace
+// period to drain has run out, and returns how many it cut. A request waiting in
+// admission's queue or for the engine's response headers gets 503; a stream ends with
+// an OpenAI error event and an aborted connection, so no client takes it for complete.
+// Each is reported with the Shutdown outcome once its handler returns, which the
+// caller should give a moment (http.Server.Shutdown again, briefly) before it closes
+// the connections. Requests that arrive afterwards are served as usual.
+func (p *Proxy) Shutdown() int { return p.live.cutAll(ErrShutdown) }
 
 // InFlight returns the inference requests in flight and the KV tokens they hold: the
 // prompt plus the output so far, summed over live requests. Safe for concurrent use.
@@ -168,10 +184,11 @@ func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 }
 
 // bufferPool recycles the copy buffers of the ReverseProxy. A stream holds its buffer for
-// as long as it lasts, and its events are small, so 8 KiB rather than the default 32.
+// as long as it lasts, and its events are small, so 4 KiB (what the client connection's
+// own write buffer holds) rather than the default 32.
 type bufferPool struct{}
 
-var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 8<<10); return &b }}
+var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}
 
 func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
 func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }

@@ -20,6 +20,8 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
 	status, outcome, msg := http.StatusBadGateway, measure.UpstreamError, "the engine is unreachable"
 	switch {
+	case ex != nil && ex.r.Context().Err() == nil && errors.Is(context.Cause(r.Context()), ErrShutdown):
+		status, outcome, msg = http.StatusServiceUnavailable, measure.Shutdown, shutdownMessage
 	case r.Context().Err() != nil:
 		status, outcome = StatusClientClosed, measure.ClientCancelled
 	case isTimeout(err):
@@ -31,9 +33,16 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	if status == StatusClientClosed {
 		return
 	}
+	if outcome == measure.Shutdown {
+		wire.WriteError(w, status, wire.APIError{Message: msg, Type: wire.TypeServer})
+		return
+	}
 	p.cfg.Logger.Warn("upstream request failed", "path", r.URL.Path, "status", status, "err", err)
 	wire.WriteError(w, status, wire.APIError{Message: msg + ": " + err.Error()})
 }
+
+// shutdownMessage is what a client cut short by Shutdown is told.
+const shutdownMessage = "slogate is shutting down and cut this request short; retry it"
 
 func isTimeout(err error) bool {
 	var ne net.Error
@@ -61,7 +70,7 @@ func (p *Proxy) report(ex *exchange) {
 		ex.ticket.Done(res)
 	}
 	if ex.live != nil {
-		p.live.remove(ex.live)
+		p.live.leave(ex.live)
 	}
 	if ex.class != admission.Probe {
 		for _, o := range p.cfg.Observers {

@@ -2,6 +2,7 @@ package proxy
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -33,7 +34,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 			resp.Header.Del("Content-Length")
 		}
 		resp.Body = &sseTap{ex: ex, src: resp.Body, parser: wire.NewSSEParser(wire.DefaultMaxEvent)}
-		if ex.cancel != nil {
+		if p.cfg.StreamIdleTimeout > 0 {
 			ex.idle = newIdleWatch(p.cfg.StreamIdleTimeout, ex.cancel)
 		}
 		return nil
@@ -205,6 +206,11 @@ func (t *sseTap) end(err error) {
 		return
 	}
 	t.ex.readErr = err
+	if t.ex.r.Context().Err() == nil && errors.Is(context.Cause(t.ex.ctx), ErrShutdown) {
+		t.ex.failure = measure.Shutdown
+		t.breakOff(http.StatusServiceUnavailable, shutdownMessage)
+		return
+	}
 	idle := w.expired()
 	if idle {
 		t.ex.failure = measure.UpstreamTimeout
@@ -248,6 +254,9 @@ func (t *sseTap) Close() error {
 	t.ex.idle.stop()
 	if t.bufs != nil {
 		t.bufs.out = t.out[:0]
+		if cap(t.bufs.out) > maxPooledOut { // a rare huge event: not kept for every stream after it
+			t.bufs.out = make([]byte, 0, 1<<10)
+		}
 		tapPool.Put(t.bufs)
 		t.bufs, t.out = nil, nil
 	}
@@ -255,13 +264,19 @@ func (t *sseTap) Close() error {
 }
 
 // tapBuffers are the read buffer and output queue of one sseTap, recycled across
-// requests so that a stream costs no buffer allocation.
+// requests so that a stream costs no buffer allocation. Every open stream holds one, so
+// they are small: the read buffer matches the transport's own (4 KiB, what one read of
+// the engine's connection returns at most), and the queue, which holds the events of
+// one read, starts at 1 KiB and keeps what it grew to.
 type tapBuffers struct {
-	read [8 << 10]byte
+	read [4 << 10]byte
 	out  []byte
 }
 
-var tapPool = sync.Pool{New: func() any { return &tapBuffers{out: make([]byte, 0, 8<<10)} }}
+// maxPooledOut is the largest output queue returned to the pool.
+const maxPooledOut = 64 << 10
+
+var tapPool = sync.Pool{New: func() any { return &tapBuffers{out: make([]byte, 0, 1<<10)} }}
 
 // bodyTap passes a non-streaming response through and measures it at its end.
 type bodyTap struct {
@@ -289,6 +304,9 @@ func (t *bodyTap) Read(p []byte) (int, error) {
 		}
 	case err != nil:
 		t.ex.readErr = err
+		if t.ex.r.Context().Err() == nil && errors.Is(context.Cause(t.ex.ctx), ErrShutdown) {
+			t.ex.status, t.ex.failure = http.StatusServiceUnavailable, measure.Shutdown
+		}
 	}
 	return n, err
 }
