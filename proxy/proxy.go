@@ -136,7 +136,7 @@ func newTransport(headerTimeout time.Duration) *http.Transport {
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	route := wire.RouteOf(r.URL.Path)
 	if route == wire.RouteUnknown || r.Method != http.MethodPost {
-		p.rp.ServeHTTP(w, r)
+		p.passThrough(w, r)
 		return
 	}
 	ex, ok := p.open(w, r, route)

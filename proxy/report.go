@@ -14,9 +14,13 @@ import (
 )
 
 // errorHandler answers a request the engine did not answer: 504 when it timed out, 502
-// when it could not be reached or its response could not be read; nothing when the
-// client has gone (recorded as 499).
+// when it could not be reached or its response could not be read, 503 when Shutdown cut
+// it short, 408 when its client did not send its body in time; nothing when the client
+// has gone (recorded as 499).
 func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) {
+	if p.bodyTimedOut(w, r) {
+		return
+	}
 	ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
 	status, outcome, msg := http.StatusBadGateway, measure.UpstreamError, "the engine is unreachable"
 	switch {

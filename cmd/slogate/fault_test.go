@@ -22,6 +22,7 @@ type faultEnd struct {
 	status int   // 0 when no response arrived
 	done   bool  // [DONE] arrived
 	usage  bool  // a usage chunk arrived
+	told   bool  // an error event said slogate was shutting down
 	err    error // what ended reading; nil for a clean end of the body
 }
 
@@ -54,6 +55,8 @@ func faultStream(base string, n int) faultEnd {
 			end.done = true
 		} else if c, err := wire.DecodeChunk(ev.Data); err == nil && c.Usage != nil && len(c.Choices) == 0 {
 			end.usage = true
+		} else if err == nil && c.Error != nil && strings.Contains(c.Error.Message, "shutting down") {
+			end.told = true
 		}
 	}
 }
@@ -62,8 +65,9 @@ func faultStream(base string, n int) faultEnd {
 // with streams in flight and more waiting in admission's queue. While it drains,
 // /readyz answers 503 and new connections are refused. Every stream admitted before the
 // signal either completes ([DONE] and usage) or, when the grace period runs out first,
-// ends with an error its client sees; none ends as a silently truncated success. Every
-// request is counted in slogate_requests_total, and run returns nil.
+// is cut short and told so (an error event, or 503 while queued); none ends as a
+// silently truncated success. Every request is counted in slogate_requests_total, the
+// cut ones as shutdown, and run returns nil.
 func TestFaultSIGTERMUnderLoad(t *testing.T) {
 	cases := []struct {
 		name     string
@@ -120,7 +124,7 @@ func TestFaultSIGTERMUnderLoad(t *testing.T) {
 			var m map[string]int
 			waitFor(t, "every request counted", func() bool {
 				m = faultRequests(t, ts)
-				return m["total"] == len(ends) && m["ok"] == complete
+				return m["total"] == len(ends) && m["ok"] == complete && m["shutdown"] == cut
 			})
 			t.Logf("%d streams complete, %d cut; slogate_requests_total by outcome: %v", complete, cut, m)
 		})
@@ -141,15 +145,17 @@ func faultFourAtATime(t *testing.T, drain time.Duration) *testSidecar {
 	})
 }
 
-// faultTally counts the streams that completed and those that ended in an error their
-// client saw, and fails the test for any other end: a silent truncation.
+// faultTally counts the streams that completed and those cut short when the grace
+// period ran out, which their clients were told of (503 before the stream began, an
+// error event and an aborted body after), and fails the test for any other end: a
+// silent truncation, or a cut nobody explained.
 func faultTally(t *testing.T, ends []faultEnd, tokens []int) (complete, cut int) {
 	t.Helper()
 	for i, e := range ends {
 		switch {
 		case e.complete():
 			complete++
-		case e.err != nil || e.status != 0 && e.status != http.StatusOK:
+		case e.status == http.StatusServiceUnavailable, e.status == http.StatusOK && e.told && e.err != nil:
 			cut++
 		default:
 			t.Errorf("stream %d (%d tokens) ended silently: status %d, [DONE] %v, usage %v, err %v", i, tokens[i], e.status, e.done, e.usage, e.err)

@@ -38,14 +38,15 @@ func (s *sidecar) loadProber() error {
 	return nil
 }
 
-// startProber schedules the probe workload against slogate's own data listener.
+// startProber schedules the probe workload against slogate's own data listener, with
+// the engine's API key (the proxy forwards it, as it does a client's).
 func (s *sidecar) startProber(ctx context.Context, dataAddr string) {
 	if s.probeWorkload == nil {
 		return
 	}
 	sched := synth.NewSchedule(synth.ScheduleConfig{
 		Target: &synth.Target{ // the model is read from /v1/models
-			BaseURL: "http://" + dataAddr, Header: http.Header{proxy.ProbeKeyHeader: {s.probeKey}},
+			BaseURL: "http://" + dataAddr, APIKey: s.cfg.UpstreamAPIKey, Header: http.Header{proxy.ProbeKeyHeader: {s.probeKey}},
 		},
 		Workload: *s.probeWorkload, Interval: s.cfg.ProbeInterval, Jitter: s.cfg.ProbeJitter,
 		Guard: s, Logger: s.log,

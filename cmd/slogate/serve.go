@@ -41,7 +41,7 @@ type serveSettings struct {
 	Upstream            string        `flag:"upstream" env:"SLOGATE_UPSTREAM" envDefault:"http://127.0.0.1:8000" help:"the engine's base URL"`
 	Listen              string        `flag:"listen" env:"SLOGATE_LISTEN" envDefault:":8080" help:"address clients connect to"`
 	AdminListen         string        `flag:"admin-listen" env:"SLOGATE_ADMIN_LISTEN" envDefault:":9090" help:"address of /metrics, /healthz and /readyz"`
-	UpstreamAPIKey      string        `flag:"upstream-api-key" env:"SLOGATE_UPSTREAM_API_KEY" envDefault:"" help:"bearer token for slogate's own requests to the engine (its /v1/models), for engines started with --api-key; never logged"`
+	UpstreamAPIKey      string        `flag:"upstream-api-key" env:"SLOGATE_UPSTREAM_API_KEY" envDefault:"" help:"bearer token for slogate's own requests to the engine (its /v1/models, probes and calibrations), for engines started with --api-key; never logged"`
 	Engine              string        `flag:"engine" env:"SLOGATE_ENGINE" envDefault:"auto" help:"the engine behind slogate: auto, vllm or sglang"`
 	SLOTTFT             time.Duration `flag:"slo-ttft" env:"SLOGATE_SLO_TTFT" envDefault:"2s" help:"time-to-first-token SLO; a histogram bucket boundary sits exactly on it"`
 	SLOTPOT             time.Duration `flag:"slo-tpot" env:"SLOGATE_SLO_TPOT" envDefault:"100ms" help:"time-per-output-token SLO; a histogram bucket boundary sits exactly on it"`
@@ -65,7 +65,10 @@ type serveSettings struct {
 	UpstreamTimeout     time.Duration `flag:"upstream-timeout" env:"SLOGATE_UPSTREAM_TIMEOUT" envDefault:"10m" help:"longest wait for the engine's response headers before 504 (0: none)"`
 	StreamIdleTimeout   time.Duration `flag:"stream-idle-timeout" env:"SLOGATE_STREAM_IDLE_TIMEOUT" envDefault:"60s" help:"longest silence of a streaming answer (before its first token or between two): the engine's request is cancelled and the client's stream ends with an error event, counted as upstream_timeout (0: none)"`
 	MaxBodyBytes        int64         `flag:"max-body-bytes" env:"SLOGATE_MAX_BODY_BYTES" envDefault:"67108864" help:"largest inference request body; larger ones get 413"`
+	BodyTimeout         time.Duration `flag:"body-timeout" env:"SLOGATE_BODY_TIMEOUT" envDefault:"60s" help:"longest time a client may take to send a request's body, from the end of its headers; a slower one gets 408 and its connection is closed (0: none)"`
 	InjectUsage         bool          `flag:"inject-usage" env:"SLOGATE_INJECT_USAGE" envDefault:"true" help:"ask the engine for usage on streams that did not, and strip it, so output tokens are exact"`
+	ReadHeaderTimeout   time.Duration `flag:"read-header-timeout" env:"SLOGATE_READ_HEADER_TIMEOUT" envDefault:"10s" help:"longest time a client may take to send a request's headers (from the connection's accept, or on a kept-alive connection from the next request's first bytes); a slower client (slowloris) has its connection closed (sometimes after a 400). It bounds neither request bodies nor responses"`
+	IdleTimeout         time.Duration `flag:"idle-timeout" env:"SLOGATE_IDLE_TIMEOUT" envDefault:"2m" help:"longest time a keep-alive client connection may wait for its next request before slogate closes it"`
 	DrainTimeout        time.Duration `flag:"drain-timeout" env:"SLOGATE_DRAIN_TIMEOUT" envDefault:"30s" help:"on SIGTERM, how long in-flight requests may take to finish"`
 	AdminTokenFile      string        `flag:"admin-token-file" env:"SLOGATE_ADMIN_TOKEN_FILE" envDefault:"" help:"file holding a bearer token the admin listener requires on every path but /healthz and /readyz (e.g. a mounted Secret); empty: none"`
 	EnableAdminAPI      bool          `flag:"enable-admin-api" env:"SLOGATE_ENABLE_ADMIN_API" envDefault:"false" help:"serve the admin endpoints that change what slogate does: POST /-/reload, /-/probe and /-/calibrate; off, they answer 403"`
@@ -149,6 +152,9 @@ func newSidecar(cfg serveSettings, log *slog.Logger, extra ...proxy.Observer) (*
 	if cfg.SLOTTFT <= 0 || cfg.SLOTPOT <= 0 {
 		return nil, errors.New("the TTFT and TPOT SLOs must be positive")
 	}
+	if cfg.ReadHeaderTimeout <= 0 || cfg.IdleTimeout <= 0 {
+		return nil, errors.New("--read-header-timeout and --idle-timeout must be positive")
+	}
 	sc := &sidecar{cfg: cfg, log: log, reg: prometheus.NewRegistry()}
 	if sc.adminToken, err = readAdminToken(cfg.AdminTokenFile); err != nil {
 		return nil, err
@@ -183,7 +189,7 @@ func newSidecar(cfg serveSettings, log *slog.Logger, extra ...proxy.Observer) (*
 	late.decisions = metrics
 	sc.live = statuspage.NewWindow(statuspage.WindowOptions{})
 	sc.proxy = proxy.New(proxy.Config{
-		Upstream: upstream, MaxBodyBytes: cfg.MaxBodyBytes, InjectUsage: cfg.InjectUsage,
+		Upstream: upstream, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, InjectUsage: cfg.InjectUsage,
 		UpstreamTimeout: cfg.UpstreamTimeout, StreamIdleTimeout: cfg.StreamIdleTimeout,
 		ProbeKey: sc.probeKey, TrustPriority: cfg.TrustClientPriority,
 		Observers: append([]proxy.Observer{metrics, sc.live}, extra...), Logger: log,
@@ -305,20 +311,24 @@ func (s *sidecar) run(ctx context.Context, data, admin net.Listener) error {
 		})
 	}
 	srv := &http.Server{
-		Handler:           s.proxy,
-		ReadHeaderTimeout: 10 * time.Second,
+		Handler: s.proxy,
+		// A client gets ReadHeaderTimeout for its headers and no more, however slowly it
+		// sends them. There is no ReadTimeout: it would bound headers and body with one
+		// duration, and a body it cuts short reaches the handlers as a bare read error, not
+		// as a timeout the client can be told of (408).
+		ReadHeaderTimeout: s.cfg.ReadHeaderTimeout,
 		// Headers of more than 64 KiB get 431 (Envoy's default limit is 60 KiB, nginx's
 		// 32 KiB); net/http's default of 1 MiB would let a client forward thousands of
 		// headers to the engine.
 		MaxHeaderBytes: 64 << 10,
-		IdleTimeout:    2 * time.Minute,
+		IdleTimeout:    s.cfg.IdleTimeout,
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(data) }()
 	wg.Go(func() { s.startProber(ctx, data.Addr().String()) }) // stops when draining starts
 	wg.Go(func() { s.runCalibrator(ctx) })
-	s.log.Info("slogate serving", "listen", data.Addr().String(), "admin", admin.Addr().String(), "upstream", s.cfg.Upstream)
+	s.log.Info("slogate serving", "listen", data.Addr().String(), "admin", admin.Addr().String(), "upstream", redactedURL(s.cfg.Upstream))
 	select {
 	case err := <-errc:
 		return err
@@ -370,7 +380,12 @@ func (s *sidecar) reloadOnSIGHUP(ctx context.Context) {
 	}
 }
 
-// drain stops the data listener and waits up to DrainTimeout for requests in flight.
+// shutdownGrace is how long the requests cut short when the drain timed out have to
+// tell their clients before the connections close.
+const shutdownGrace = 2 * time.Second
+
+// drain stops the data listener and waits up to DrainTimeout for requests in flight;
+// past it, those left are cut short (proxy.Shutdown), which takes up to shutdownGrace more.
 func (s *sidecar) drain(srv *http.Server) error {
 	s.draining.Store(true)
 	n, _ := s.proxy.InFlight()
@@ -378,12 +393,28 @@ func (s *sidecar) drain(srv *http.Server) error {
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
 	if err := srv.Shutdown(ctx); err != nil {
-		n, _ := s.proxy.InFlight()
-		s.log.Warn("drain timed out; closing the remaining connections", "in_flight", n)
-		srv.Close()
+		// The requests still in flight are cut short so that each client is told (an
+		// error event, or 503) and each counts as shutdown; their handlers get a moment
+		// to say so before the connections close.
+		n := s.proxy.Shutdown()
+		s.log.Warn("drain timed out; cutting the remaining requests short", "requests", n)
+		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
+		defer cancel()
+		if err := srv.Shutdown(ctx); err != nil {
+			srv.Close()
+		}
 	}
 	s.log.Info("stopped")
 	return nil
+}
+
+// redactedURL returns raw with the password of any user information in it masked, for
+// logs; raw unchanged when it does not parse.
+func redactedURL(raw string) string {
+	if u, err := url.Parse(raw); err == nil {
+		return u.Redacted()
+	}
+	return raw
 }
 
 // newLogger returns a slog logger writing to w in the given format and level.

@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"io"
+	"log/slog"
 	"os"
 	"strings"
 	"testing"
@@ -18,7 +19,8 @@ func TestLoadSettings(t *testing.T) {
 		wantErr string
 	}{
 		{name: "defaults", check: func(s serveSettings) bool {
-			return s.Upstream == "http://127.0.0.1:8000" && s.SLOTTFT == 2*time.Second && s.SLOTPOT == 100*time.Millisecond && s.InjectUsage && s.MaxBodyBytes == 64<<20
+			return s.Upstream == "http://127.0.0.1:8000" && s.SLOTTFT == 2*time.Second && s.SLOTPOT == 100*time.Millisecond && s.InjectUsage && s.MaxBodyBytes == 64<<20 &&
+				s.ReadHeaderTimeout == 10*time.Second && s.IdleTimeout == 2*time.Minute
 		}},
 		{name: "environment", env: []string{"SLOGATE_UPSTREAM=http://engine:9000", "SLOGATE_SLO_TTFT=1500ms", "SLOGATE_INJECT_USAGE=false"},
 			check: func(s serveSettings) bool {
@@ -100,6 +102,31 @@ func TestWithSettings(t *testing.T) {
 			got, err := withSettings(tc.doc, "new\n")
 			if got != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("withSettings = %q, %v; want %q, %q", got, err, tc.want, tc.err)
+			}
+		})
+	}
+}
+
+// TestServerTimeoutsChecked: a data listener timeout that is not positive, which would
+// leave slow or idle clients their connections for ever, is refused at start.
+func TestServerTimeoutsChecked(t *testing.T) {
+	cases := []struct {
+		name string
+		edit func(*serveSettings)
+	}{
+		{"read-header timeout 0", func(s *serveSettings) { s.ReadHeaderTimeout = 0 }},
+		{"negative read-header timeout", func(s *serveSettings) { s.ReadHeaderTimeout = -time.Second }},
+		{"idle timeout 0", func(s *serveSettings) { s.IdleTimeout = 0 }},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, err := demoSidecarSettings("127.0.0.1:1", "error")
+			if err != nil {
+				t.Fatal(err)
+			}
+			tc.edit(&cfg)
+			if _, err := newSidecar(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "timeout") {
+				t.Errorf("newSidecar: %v, want an error naming the timeout", err)
 			}
 		})
 	}
