@@ -16,7 +16,7 @@ import (
 type Result struct {
 	Started  time.Time    `yaml:"started" json:"started"`
 	Finished time.Time    `yaml:"finished" json:"finished"`
-	Target   string       `yaml:"target" json:"target"`
+	Target   string       `yaml:"target" json:"target"` // the engine's base URL, any password in it masked
 	Model    string       `yaml:"model" json:"model"`
 	Engine   string       `yaml:"engine,omitempty" json:"engine,omitempty"`
 	Tiers    []TierResult `yaml:"tiers" json:"tiers"`
@@ -49,7 +49,7 @@ func Run(ctx context.Context, t *synth.Target, plan Plan, engine string, progres
 	if _, err := t.PreparePrompts(ctx); err != nil {
 		return Result{}, err
 	}
-	res := Result{Started: time.Now(), Target: t.BaseURL, Model: t.Model, Engine: engine}
+	res := Result{Started: time.Now(), Target: t.Redacted(), Model: t.Model, Engine: engine}
 	c := run{t: t, plan: plan, progress: progress, total: len(plan.Tiers) * (len(plan.Multiples) + 3)}
 	for _, tp := range plan.Tiers {
 		if ctx.Err() != nil {

@@ -219,8 +219,12 @@ func (t *Target) now() time.Time {
 	return time.Now()
 }
 
-// String describes the target for reports.
-func (t *Target) String() string { return fmt.Sprintf("%s (model %s)", t.BaseURL, t.Model) }
+// String describes the target for reports, with Redacted's URL.
+func (t *Target) String() string { return fmt.Sprintf("%s (model %s)", t.Redacted(), t.Model) }
+
+// Redacted returns the base URL with the password of any user information in it
+// masked: the form in which reports, logs and errors may show it.
+func (t *Target) Redacted() string { return redactURL(t.BaseURL) }
 
 // farFuture is a window end that no request reaches.
 var farFuture = time.Unix(1<<40, 0)

@@ -155,7 +155,7 @@ func (t *Target) DiscoverModel(ctx context.Context) error {
 	}
 	status, body, err := t.call(ctx, http.MethodGet, "/v1/models", nil)
 	if err != nil || status != http.StatusOK || json.Unmarshal(body, &list) != nil || len(list.Data) == 0 {
-		return fmt.Errorf("synth: %s lists no model on /v1/models (status %d, %v)", t.BaseURL, status, err)
+		return fmt.Errorf("synth: %s lists no model on /v1/models (status %d, %v)", t.Redacted(), status, err)
 	}
 	t.Model = list.Data[0].ID
 	return nil

@@ -65,3 +65,19 @@ func TestMatrixPrefillFailure(t *testing.T) {
 		t.Errorf("progress totals %v, want 4 four times", totals)
 	}
 }
+
+// A password in the target's URL stays out of the target's description and of the error
+// that names the target; both show the URL with the password masked.
+func TestTargetRedacted(t *testing.T) {
+	url := upstream(t, func(w http.ResponseWriter, r *http.Request) { http.Error(w, "no", http.StatusUnauthorized) })
+	tg := newTarget(t, strings.Replace(url, "http://", "http://probe:s3cret@", 1), "")
+	err := tg.DiscoverModel(context.Background())
+	if err == nil {
+		t.Fatal("DiscoverModel succeeded against an engine that lists no model")
+	}
+	for what, text := range map[string]string{"String": tg.String(), "Redacted": tg.Redacted(), "the error": err.Error()} {
+		if strings.Contains(text, "s3cret") || !strings.Contains(text, "probe:xxxxx@") {
+			t.Errorf("%s = %q, want the URL with its password masked", what, text)
+		}
+	}
+}

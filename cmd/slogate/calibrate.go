@@ -43,7 +43,7 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	round := fs.Duration("round", time.Minute, "arrival window of each measured rate")
 	report := fs.String("report", "", "directory for an HTML and Markdown report of each tier's curve (default: next to --out)")
 	only := fs.String("only", "", "calibrate only these tiers (comma-separated names); the others keep their limits")
-	apiKey := fs.String("api-key", os.Getenv("SLOGATE_UPSTREAM_API_KEY"), "bearer token for the engine")
+	apiKey := apiKeyFlag(fs)
 	fs.Usage = func() { fmt.Fprint(fs.Output(), calibrateAbout); fs.PrintDefaults() }
 	if err := parseFlags(fs, args); err != nil {
 		return err
@@ -56,7 +56,7 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	t := &synth.Target{BaseURL: *target, APIKey: *apiKey}
+	t := &synth.Target{BaseURL: *target, APIKey: apiKey()}
 	plan, engineName, err := calibrationPlan(ctx, t, cfg, slo, *output, *round)
 	if err != nil {
 		return err
@@ -65,7 +65,7 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	fmt.Fprintf(stderr, "calibrating %d tiers against %s (%s): typically %s, longer for tiers that sustain few requests a second\n",
-		len(plan.Tiers), *target, engineName, plan.Estimate().Round(time.Second))
+		len(plan.Tiers), t.Redacted(), engineName, plan.Estimate().Round(time.Second))
 	res, err := calibrate.Run(ctx, t, plan, engineName, func(tier string, p admission.Point, done, total int) {
 		fmt.Fprintf(stderr, "[%d/~%d] %-8s %6.3f req/s offered: %6.3f completed/s, p95 TTFT %s, p95 TPOT %s\n",
 			done, total, tier, p.Offered, p.Throughput, p.TTFTp95.Round(time.Millisecond), p.TPOTp95.Round(time.Millisecond))

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -40,7 +41,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	quick := fs.Bool("quick", false, "shorten every round so a whole preset runs in about a minute")
 	out := fs.String("out", "probe-report", "directory for report.json, report.md and report.html")
 	model := fs.String("model", "", "served model name (default: the first one /v1/models lists)")
-	apiKey := fs.String("api-key", os.Getenv("SLOGATE_UPSTREAM_API_KEY"), "bearer token for the engine (default $SLOGATE_UPSTREAM_API_KEY)")
+	apiKey := apiKeyFlag(fs)
 	gate := fs.Bool("gate", true, "run the functional gate first, and stop if it fails")
 	pushURL := fs.String("push-url", "", "push the run's slogate_probe_* metrics once, in Prometheus text format, to this URL (e.g. vmagent's or VictoriaMetrics' /api/v1/import/prometheus)")
 	pushLabels := fs.String("push-labels", "", `extra labels on pushed metrics, e.g. job="slogate-probe",namespace="b"`)
@@ -55,7 +56,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if *quick {
 		w = w.Quick()
 	}
-	t := &synth.Target{BaseURL: *target, Model: *model, APIKey: *apiKey}
+	t := &synth.Target{BaseURL: *target, Model: *model, APIKey: apiKey()}
 	progress, start := newProgress(stderr, w), time.Now()
 	rep, runErr := synth.Run(ctx, t, w, synth.Options{Gate: *gate, Progress: progress.cell})
 	progress.end()
@@ -70,6 +71,14 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		fmt.Fprintln(stdout, "pushed the slogate_probe_* metrics")
 	}
 	return runErr
+}
+
+// apiKeyFlag registers --api-key, the engine's bearer token, on fs, and returns a func
+// that reads it after parsing. The default, $SLOGATE_UPSTREAM_API_KEY, is read only then,
+// so that the usage text (printed on -h and on every flag mistake) never shows the key.
+func apiKeyFlag(fs *flag.FlagSet) func() string {
+	key := fs.String("api-key", "", "bearer token for the engine (default $SLOGATE_UPSTREAM_API_KEY)")
+	return func() string { return cmp.Or(*key, os.Getenv("SLOGATE_UPSTREAM_API_KEY")) }
 }
 
 // pushProbe pushes the slogate_probe_* metrics of one run once: its cells and gate
