@@ -33,7 +33,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 			resp.ContentLength = -1
 			resp.Header.Del("Content-Length")
 		}
-		resp.Body = &sseTap{ex: ex, src: resp.Body, parser: wire.NewSSEParser(wire.DefaultMaxEvent)}
+		resp.Body = &sseTap{ex: ex, src: resp.Body}
 		if p.cfg.StreamIdleTimeout > 0 {
 			ex.idle = newIdleWatch(p.cfg.StreamIdleTimeout, ex.cancel)
 		}
@@ -55,7 +55,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 type sseTap struct {
 	ex          *exchange
 	src         io.ReadCloser
-	parser      *wire.SSEParser
+	parser      *wire.SSEParser // in bufs
 	passthrough bool // an event exceeded the parser's limit: forward the rest unmeasured
 	bufs        *tapBuffers
 	out         []byte // bytes ready for the client
@@ -75,6 +75,8 @@ func (t *sseTap) Read(p []byte) (int, error) {
 		if t.bufs == nil {
 			t.bufs = tapPool.Get().(*tapBuffers)
 			t.out = t.bufs.out[:0]
+			t.parser = &t.bufs.parser
+			t.parser.Reset()
 		}
 		t.out, t.sent = t.out[:0], 0
 		t.ex.idle.reading()
@@ -258,19 +260,20 @@ func (t *sseTap) Close() error {
 			t.bufs.out = make([]byte, 0, 1<<10)
 		}
 		tapPool.Put(t.bufs)
-		t.bufs, t.out = nil, nil
+		t.bufs, t.out, t.parser = nil, nil, nil
 	}
 	return t.src.Close()
 }
 
-// tapBuffers are the read buffer and output queue of one sseTap, recycled across
-// requests so that a stream costs no buffer allocation. Every open stream holds one, so
-// they are small: the read buffer matches the transport's own (4 KiB, what one read of
-// the engine's connection returns at most), and the queue, which holds the events of
-// one read, starts at 1 KiB and keeps what it grew to.
+// tapBuffers are the read buffer, output queue and parser of one sseTap, recycled
+// across requests so that a stream costs no buffer allocation. Every open stream holds
+// one, so they are small: the read buffer matches the transport's own (4 KiB, what one
+// read of the engine's connection returns at most), and the queue, which holds the
+// events of one read, starts at 1 KiB and keeps what it grew to.
 type tapBuffers struct {
-	read [4 << 10]byte
-	out  []byte
+	read   [4 << 10]byte
+	out    []byte
+	parser wire.SSEParser // DefaultMaxEvent
 }
 
 // maxPooledOut is the largest output queue returned to the pool.

@@ -98,6 +98,23 @@ func NewSSEParser(maxEvent int) *SSEParser {
 	return &SSEParser{max: maxEvent}
 }
 
+// maxKept is the largest buffer Reset keeps for the next stream.
+const maxKept = 64 << 10
+
+// Reset makes p ready to parse a new stream, as a new parser with the same limit would.
+// It keeps its buffers when they are at most 64 KiB, so that a parser reused across
+// streams does not allocate once warm, and one huge event does not pin its memory.
+func (p *SSEParser) Reset() {
+	buf, data := p.buf[:0], p.data[:0]
+	if cap(buf) > maxKept {
+		buf = nil
+	}
+	if cap(data) > maxKept {
+		data = nil
+	}
+	*p = SSEParser{max: p.max, buf: buf, data: data, names: p.names}
+}
+
 func (p *SSEParser) limit() int {
 	if p.max <= 0 {
 		return DefaultMaxEvent

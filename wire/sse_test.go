@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -562,4 +563,42 @@ func FuzzSSE(f *testing.F) {
 		checkLossless(t, in, got, pending)
 		checkSame(t, "reader", want, wantPending, got, pending)
 	})
+}
+
+// TestSSEParserReset: after Reset, a parser that was left in the middle of a stream (an
+// event pending, an event ID set, the BOM checked, a line ending split) parses a new
+// stream exactly as a new parser does, and a parser that grew past the kept size still
+// works.
+func TestSSEParserReset(t *testing.T) {
+	leftovers := []string{
+		"id: 7\nevent: x\ndata: {\"half\":",
+		"\ufeffdata: a\r",
+		"data: " + strings.Repeat("z", 100<<10),
+	}
+	next := "\ufeffdata: first\n\nevent: e\ndata: second\r\n\r\n: note\ndata: [DONE]\n\n"
+	parse := func(p *SSEParser) []Event {
+		var got []Event
+		if err := p.Feed([]byte(next), func(ev Event) error {
+			ev.Data, ev.Raw = bytes.Clone(ev.Data), bytes.Clone(ev.Raw)
+			got = append(got, ev)
+			return nil
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	want := parse(NewSSEParser(0))
+	for _, left := range leftovers {
+		p := NewSSEParser(0)
+		if err := p.Feed([]byte(left), func(Event) error { return nil }); err != nil {
+			t.Fatal(err)
+		}
+		p.Reset()
+		if len(p.Pending()) != 0 {
+			t.Errorf("after Reset, %d bytes pending", len(p.Pending()))
+		}
+		if got := parse(p); !reflect.DeepEqual(got, want) {
+			t.Errorf("after %.20q and Reset: events\n%+v\nwant\n%+v", left, got, want)
+		}
+	}
 }
