@@ -42,9 +42,10 @@ unit:
 	$(GO) test -race -count=1 ./...
 
 # acceptance runs the tests the race detector makes too slow (they skip under -race), one
-# package at a time (-p 1): some time the HTTP path, which another package's load skews.
+# package at a time (-p 1): some time the HTTP path, which another package's load skews,
+# and the soak (cmd/slogate, about a minute) drives hundreds of clients.
 acceptance:
-	$(GO) test -p 1 -count=1 -run 'Acceptance' ./synth ./calibrate
+	$(GO) test -p 1 -count=1 -run 'Acceptance' ./synth ./calibrate ./cmd/slogate
 
 test: deps vet unit acceptance fuzz
 
