@@ -49,18 +49,22 @@ type TierPlan struct {
 	Shape synth.Shape
 }
 
-// Only returns the plan with only the named tiers (comma-separated); all of them for "".
+// Only returns the plan with only the named tiers (comma-separated), each once, in the
+// order first named; all of them for "".
 func (p Plan) Only(names string) (Plan, error) {
 	if strings.TrimSpace(names) == "" {
 		return p, nil
 	}
 	var tiers []TierPlan
 	for _, n := range strings.Split(names, ",") {
-		i := slices.IndexFunc(p.Tiers, func(t TierPlan) bool { return t.Tier.Name == strings.TrimSpace(n) })
+		n = strings.TrimSpace(n)
+		i := slices.IndexFunc(p.Tiers, func(t TierPlan) bool { return t.Tier.Name == n })
 		if i < 0 {
-			return Plan{}, fmt.Errorf("calibrate: no tier %q to calibrate (or the engine's context is too short for it)", strings.TrimSpace(n))
+			return Plan{}, fmt.Errorf("calibrate: no tier %q to calibrate (or the engine's context is too short for it)", n)
 		}
-		tiers = append(tiers, p.Tiers[i])
+		if !slices.ContainsFunc(tiers, func(t TierPlan) bool { return t.Tier.Name == n }) {
+			tiers = append(tiers, p.Tiers[i]) // a tier named twice is calibrated once
+		}
 	}
 	p.Tiers = tiers
 	return p, nil

@@ -4,7 +4,11 @@ import (
 	"bytes"
 	"fmt"
 	"io"
+	"strconv"
+	"strings"
 	"time"
+	"unicode"
+	"unicode/utf8"
 
 	"go.yaml.in/yaml/v3"
 
@@ -37,10 +41,20 @@ func (r Result) Config(base admission.Config) (admission.Config, error) {
 	return cfg, cfg.Validate()
 }
 
+// commentText returns s as it can stand in a YAML comment: as it is, or quoted with Go
+// escapes when it holds a line break (which would end the comment and start YAML
+// content; an engine names the model), another unprintable character, or invalid UTF-8.
+func commentText(s string) string {
+	if utf8.ValidString(s) && strings.IndexFunc(s, func(r rune) bool { return !unicode.IsPrint(r) }) < 0 {
+		return s
+	}
+	return strconv.Quote(s)
+}
+
 // WriteConfig writes cfg as a tiers file, with a comment saying where it came from.
 func WriteConfig(w io.Writer, cfg admission.Config, r Result) error {
 	var b bytes.Buffer
-	fmt.Fprintf(&b, "# Tiers measured by slogate calibrate against %s (model %s) on %s.\n", r.Target, r.Model, r.Finished.UTC().Format(time.RFC3339))
+	fmt.Fprintf(&b, "# Tiers measured by slogate calibrate against %s (model %s) on %s.\n", commentText(r.Target), commentText(r.Model), r.Finished.UTC().Format(time.RFC3339))
 	fmt.Fprintf(&b, "# Each calibrated tier's rate starts at 0.9 x its knee (the SLO feedback may raise it to\n# 1.5 x), its in-flight cap is twice the knee x mean E2E (Little's law); the points and\n# rules are under calibration.\n")
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)

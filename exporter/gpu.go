@@ -12,6 +12,7 @@ import (
 	"strings"
 	"sync"
 	"time"
+	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -241,7 +242,7 @@ type dcgmTarget struct {
 // ValidateDCGM reports whether setting is a valid DCGM setting: DCGMOff, DCGMEmbedded,
 // host:port of a standalone nv-hostengine (its default port is 5555), or a DCGM
 // connection string tcp://host:port, unix:///path or vsock://cid:port (DCGM 4.5 or
-// newer).
+// newer). None of these holds a space or a control character.
 func ValidateDCGM(setting string) error {
 	if setting == DCGMOff {
 		return nil
@@ -252,6 +253,10 @@ func ValidateDCGM(setting string) error {
 
 func parseDCGM(setting string) (dcgmTarget, error) {
 	switch {
+	case strings.ContainsFunc(setting, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }):
+		// No host, address or socket path that DCGM could reach holds one: a stray space
+		// or newline from a manifest would otherwise fail only at every connection attempt.
+		return dcgmTarget{}, fmt.Errorf("DCGM setting %q holds a space or control character", setting)
 	case setting == DCGMEmbedded:
 		return dcgmTarget{embedded: true}, nil
 	case strings.HasPrefix(setting, "tcp://") || strings.HasPrefix(setting, "unix://") || strings.HasPrefix(setting, "vsock://"):

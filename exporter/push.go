@@ -9,12 +9,15 @@ import (
 	"log/slog"
 	"net/http"
 	"net/url"
+	"strings"
 	"sync"
 	"time"
+	"unicode/utf8"
 
 	vm "github.com/VictoriaMetrics/metrics"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
 )
 
 // ErrInvalidPush reports Push arguments it cannot use.
@@ -29,15 +32,19 @@ var ErrInvalidPush = errors.New("exporter: invalid push configuration")
 // github.com/VictoriaMetrics/metrics sends it), which VictoriaMetrics'
 // /api/v1/import/prometheus and vmagent accept. The first push happens one interval
 // after the call; nothing is pushed when ctx ends. extraLabels is a comma-separated list
-// of label="value" pairs added to every sample, e.g. `pod="a",namespace="b"`; they must
-// not clash with the metrics' own labels. A push that fails is logged and retried at
-// the next interval; a family that fails to encode is logged and left out. A nil logger
-// discards.
+// of label="value" pairs added to every sample, e.g. `pod="a",namespace="b"`: distinct
+// Prometheus label names (no "__" prefix), non-empty values escaped as in the text
+// format; they must not clash with the metrics' own labels. A push that fails is logged
+// and retried at the next interval; a family that fails to encode is logged and left
+// out. A nil logger discards.
 func Push(ctx context.Context, pushURL string, interval time.Duration, g prometheus.Gatherer, extraLabels string, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
 	if err := checkPushURL(pushURL); err != nil {
+		return err
+	}
+	if err := checkPushLabels(extraLabels); err != nil {
 		return err
 	}
 	if g == nil {
@@ -74,6 +81,9 @@ func PushOnce(ctx context.Context, pushURL string, g prometheus.Gatherer, extraL
 	if err := checkPushURL(pushURL); err != nil {
 		return err
 	}
+	if err := checkPushLabels(extraLabels); err != nil {
+		return err
+	}
 	if g == nil {
 		return fmt.Errorf("%w: nil gatherer", ErrInvalidPush)
 	}
@@ -95,6 +105,69 @@ func checkPushURL(raw string) error {
 		return fmt.Errorf("%w: push URL %s: want an http or https URL with a host", ErrInvalidPush, u.Redacted())
 	}
 	return nil
+}
+
+// checkPushLabels validates extra labels as Prometheus labels, which the push library
+// checks less strictly (it takes a newline in a value, a name with a dot, a name twice,
+// an escape the text format does not have), so that labels every push would then carry
+// to a receiver that refuses it are refused at once: a comma-separated list (a comma may
+// be followed by spaces) of name="value" pairs whose names are distinct Prometheus label
+// names not reserved (no "__" prefix), whose values are non-empty valid UTF-8 on one line
+// and escape only as the text format does (\\, \", \n).
+func checkPushLabels(s string) error {
+	seen := map[string]bool{}
+	for rest := s; rest != ""; {
+		name, after, ok := strings.Cut(rest, "=")
+		switch {
+		case !ok:
+			return fmt.Errorf("%w: extra labels: want name=\"value\" after %q", ErrInvalidPush, rest)
+		case !model.LabelName(name).IsValidLegacy() || strings.HasPrefix(name, "__"):
+			return fmt.Errorf("%w: extra labels: %q is not a label name", ErrInvalidPush, name)
+		case seen[name]:
+			return fmt.Errorf("%w: extra labels: %q given twice", ErrInvalidPush, name)
+		}
+		seen[name] = true
+		n, err := labelValueLen(after)
+		if err != nil {
+			return fmt.Errorf("%w: extra labels: the value of %s: %w", ErrInvalidPush, name, err)
+		}
+		if rest = after[n:]; rest == "" {
+			break
+		}
+		if rest[0] != ',' || strings.TrimLeft(rest[1:], " ") == "" {
+			return fmt.Errorf("%w: extra labels: want a comma and another label before %q", ErrInvalidPush, rest)
+		}
+		rest = strings.TrimLeft(rest[1:], " ")
+	}
+	return nil
+}
+
+// labelValueLen returns the length of the quoted label value s starts with, quotes
+// included.
+func labelValueLen(s string) (int, error) {
+	if !strings.HasPrefix(s, `"`) {
+		return 0, errors.New(`want a value in double quotes`)
+	}
+	for i := 1; i < len(s); i++ {
+		switch s[i] {
+		case '"':
+			if i == 1 {
+				return 0, errors.New("empty (an empty value is no label)")
+			}
+			if !utf8.ValidString(s[1:i]) {
+				return 0, errors.New("not valid UTF-8")
+			}
+			return i + 1, nil
+		case '\\':
+			if i+1 == len(s) || !strings.ContainsRune(`\"n`, rune(s[i+1])) {
+				return 0, errors.New(`a backslash escapes only \\, \" or \n`)
+			}
+			i++
+		case '\n':
+			return 0, errors.New(`a line break (write it \n)`)
+		}
+	}
+	return 0, errors.New("no closing double quote")
 }
 
 // writeText writes the families g gathers to w in the Prometheus text format. Each

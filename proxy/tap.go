@@ -56,7 +56,7 @@ type sseTap struct {
 	ex          *exchange
 	src         io.ReadCloser
 	parser      *wire.SSEParser // in bufs
-	passthrough bool // an event exceeded the parser's limit: forward the rest unmeasured
+	passthrough bool            // an event exceeded the parser's limit: forward the rest unmeasured
 	bufs        *tapBuffers
 	out         []byte // bytes ready for the client
 	sent        int    // of out, already returned by Read

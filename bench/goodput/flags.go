@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 	"time"
@@ -100,6 +101,9 @@ func (o *options) defineSlogate(fs *flag.FlagSet, r *rawFlags) {
 // finish parses what the flags left as text and checks the mode.
 func (o *options) finish(r rawFlags) error {
 	o.fb.Interval, o.fb.Window = admission.Duration(r.fbInterval), admission.Duration(r.fbWindow)
+	if err := slogateConfig(slo{}, o.fb).Validate(); err != nil {
+		return fmt.Errorf("-fb-*: %w", err)
+	}
 	for _, m := range strings.Split(o.mode, ",") {
 		if m = strings.TrimSpace(m); m != "all" && m != "calibrate" && m != "goodput" && m != "mixed" {
 			return fmt.Errorf("-mode %q: want calibrate, goodput, mixed or all", o.mode)
@@ -139,7 +143,7 @@ func floats(s string) ([]float64, error) {
 	var out []float64
 	for _, f := range strings.Split(s, ",") {
 		v, err := strconv.ParseFloat(strings.TrimSpace(f), 64)
-		if err != nil || v <= 0 {
+		if err != nil || !(v > 0) || math.IsInf(v, 1) { // NaN and +Inf parse, but are no rate
 			return nil, fmt.Errorf("%q: want positive numbers separated by commas", s)
 		}
 		out = append(out, v)
@@ -154,7 +158,7 @@ func parseClass(name, s string) (class, error) {
 		in, err1 := strconv.Atoi(parts[0])
 		out, err2 := strconv.Atoi(parts[1])
 		rate, err3 := strconv.ParseFloat(parts[2], 64)
-		if err1 == nil && err2 == nil && err3 == nil && in > 0 && out > 0 && rate > 0 {
+		if err1 == nil && err2 == nil && err3 == nil && in > 0 && out > 0 && rate > 0 && !math.IsInf(rate, 1) {
 			return class{Name: name, Input: in, Output: out, Rate: rate}, nil
 		}
 	}

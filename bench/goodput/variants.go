@@ -26,7 +26,7 @@ type variant struct {
 // parseVariants parses "label:key=value,key=value;label:...", keys interval, window,
 // min-samples, backoff, increase (the feedback), tier-ttft, tier-tpot (the tiers' SLO)
 // and long-in-flight, long-queue, long-wait (the 32K tier). Unset feedback fields take
-// the base feedback's values.
+// the base feedback's values; a feedback admission refuses is an error.
 func parseVariants(s string, base admission.Feedback) ([]variant, error) {
 	var out []variant
 	for _, spec := range strings.Split(s, ";") {
@@ -44,6 +44,11 @@ func parseVariants(s string, base admission.Feedback) ([]variant, error) {
 			if err := v.set(k, val); err != nil {
 				return nil, fmt.Errorf("variant %q: %w", label, err)
 			}
+		}
+		// Refuse now a feedback admission would refuse when the variant's stack starts,
+		// which may be hours into the run.
+		if err := slogateConfig(slo{}, v.FB).Validate(); err != nil {
+			return nil, fmt.Errorf("variant %q: %w", label, err)
 		}
 		out = append(out, v)
 	}

@@ -134,13 +134,19 @@ func (f fieldValue) Set(s string) error {
 		}
 		f.v.SetBool(b)
 	case f.v.CanInt():
-		n, err := strconv.ParseInt(s, 0, 64)
+		// As caarlos0/env parses the variable: decimal only, and an int in 32 bits, so
+		// that a flag and its variable accept the same values.
+		bits := f.v.Type().Bits()
+		if f.v.Kind() == reflect.Int {
+			bits = 32
+		}
+		n, err := strconv.ParseInt(s, 10, bits)
 		if err != nil {
 			return err
 		}
 		f.v.SetInt(n)
 	case f.v.CanFloat():
-		x, err := strconv.ParseFloat(s, 64)
+		x, err := strconv.ParseFloat(s, f.v.Type().Bits())
 		if err != nil {
 			return err
 		}

@@ -1,0 +1,86 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"io"
+	"math"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+// FuzzParseFlags feeds arbitrary values to the flags the benchmark parses itself: the
+// rate lists -scan and -levels, the class -mixed-short (input:output:rate) and the
+// configurations -variants (label:key=value,...;...). What it accepts is usable: the
+// rates are positive and finite, one per item; the class has positive sizes and a
+// positive, finite rate, and written back it parses the same; every variant has a label
+// and a slogate configuration that admission accepts (so a bad value fails at start, not
+// hours into a run), and written back the variants parse the same.
+func FuzzParseFlags(f *testing.F) {
+	f.Add("0.6,0.8,1.0,1.2,1.4,1.6", "0.5,0.8,1,1.5,2", "1024:64:1.5", "")
+	f.Add("1", "2", "1:1:1e-3", "tuned:increase=0.2; slow:interval=5s,window=1m,backoff=0.8,tier-tpot=90ms;builtin:long-in-flight=8,long-queue=16,long-wait=10s")
+	f.Add("1,x", " 1 , 2 ", "30720:16", "x:speed=2")
+	f.Add("NaN", "+Inf", "1:1:Inf", "a:backoff=NaN")
+	f.Add("1e-320", "0x1p-3", "01:0x10:1", "a:min-samples=-5,interval=-1s;b:increase=1e309")
+	f.Add("1,", ",", "1:1:1:1", ":increase=1;nolabel;a:")
+	f.Fuzz(func(t *testing.T, scan, levels, short, variants string) {
+		fs := flag.NewFlagSet("goodput", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		o, err := parseFlags(fs, []string{"-scan=" + scan, "-levels=" + levels, "-mixed-short=" + short, "-variants=" + variants})
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("an empty error message")
+			}
+			return
+		}
+		checkRates(t, "-scan", scan, o.scan)
+		checkRates(t, "-levels", levels, o.levels)
+		c := o.short
+		if c.Input <= 0 || c.Output <= 0 || !(c.Rate > 0) || math.IsInf(c.Rate, 0) {
+			t.Fatalf("-mixed-short %q gives %+v", short, c)
+		}
+		if again, err := parseClass("short", fmt.Sprintf("%d:%d:%s", c.Input, c.Output, strconv.FormatFloat(c.Rate, 'g', -1, 64))); err != nil || again != c {
+			t.Fatalf("-mixed-short %q gives %+v; written back, %+v, %v", short, c, again, err)
+		}
+		for _, v := range o.variants {
+			if v.Label == "" {
+				t.Fatalf("-variants %q: a variant without a label", variants)
+			}
+			if err := v.setup(o).Admission.Validate(); err != nil {
+				t.Fatalf("-variants %q: variant %q gives a configuration admission refuses: %v", variants, v.Label, err)
+			}
+		}
+		written := formatVariants(o.variants)
+		again, err := parseVariants(written, o.fb)
+		if err != nil || fmt.Sprintf("%+v", again) != fmt.Sprintf("%+v", o.variants) {
+			t.Fatalf("-variants %q gives %+v; written back as %q, %+v, %v", variants, o.variants, written, again, err)
+		}
+	})
+}
+
+// checkRates checks that rates are positive and finite, one per item of the list s.
+func checkRates(t *testing.T, flagName, s string, rates []float64) {
+	t.Helper()
+	if len(rates) != strings.Count(s, ",")+1 {
+		t.Fatalf("%s %q gives %d rates", flagName, s, len(rates))
+	}
+	for _, r := range rates {
+		if !(r > 0) || math.IsInf(r, 0) {
+			t.Fatalf("%s %q gives the rate %v", flagName, s, r)
+		}
+	}
+}
+
+// formatVariants writes variants as -variants takes them, every key set.
+func formatVariants(vs []variant) string {
+	var specs []string
+	g := func(x float64) string { return strconv.FormatFloat(x, 'g', -1, 64) }
+	for _, v := range vs {
+		specs = append(specs, fmt.Sprintf("%s:interval=%s,window=%s,min-samples=%d,backoff=%s,increase=%s,tier-ttft=%s,tier-tpot=%s,long-in-flight=%d,long-queue=%d,long-wait=%s",
+			v.Label, time.Duration(v.FB.Interval), time.Duration(v.FB.Window), v.FB.MinSamples, g(v.FB.Backoff), g(v.FB.Increase),
+			v.TierSLO.TTFT, v.TierSLO.TPOT, v.Long.InFlight, v.Long.Queue, v.Long.Wait))
+	}
+	return strings.Join(specs, ";")
+}
