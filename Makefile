@@ -10,7 +10,11 @@ FUZZ_TARGETS := \
 	./wire:FuzzInspect ./wire:FuzzSSE ./wire:FuzzDecodeChunk ./wire:FuzzScanChunk \
 	./enginesim:FuzzParseFaults ./enginesim:FuzzTokenize ./enginesim:FuzzTokenizePrompt \
 	./engine:FuzzRead ./proxy:FuzzProxyRequest ./admission:FuzzParseConfig \
-	./enginesim:FuzzParseIDs ./synth:FuzzLooped ./synth:FuzzParseWorkload
+	./enginesim:FuzzParseIDs ./synth:FuzzLooped ./synth:FuzzParseWorkload \
+	./proxy:FuzzProxyResponse ./engine:FuzzScrape ./engine:FuzzParseKind ./admission:FuzzParseNames \
+	./calibrate:FuzzFromConfig ./calibrate:FuzzPlanOnly ./synth:FuzzReadJSON ./enginesim:FuzzScript \
+	./exporter:FuzzParseDCGM ./exporter:FuzzPushURL ./exporter:FuzzPushLabels ./cmd/slogate:FuzzSettings \
+	./bench/goodput:FuzzParseFlags ./bench/overhead:FuzzParseTargets
 
 .PHONY: all build test vet unit acceptance fuzz bench deps clean
 
