@@ -52,13 +52,8 @@ nginx_port=18814
 # 2,048 streams: the client holds up to 3 x 2,048 connections, each proxy 2 x 2,048.
 ulimit -n "$(ulimit -Hn)"
 
-pids=()
-stop_all() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	pids=()
-}
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 trap stop_all EXIT
 
 command -v "$nginx_bin" >/dev/null || { echo "no $nginx_bin: apt-get install nginx-light" >&2; exit 1; }
@@ -71,12 +66,6 @@ pace_of() {
 	local kv
 	for kv in $pace_map; do [ "${kv%%=*}" = "$1" ] && { echo "${kv#*=}"; return; }; done
 	echo 20
-}
-# wait_http URL tries URL for up to 10 s.
-wait_http() {
-	for _ in $(seq 100); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done
-	echo "no answer from $1" >&2
-	return 1
 }
 # ticks PID... prints the processes' utime+stime so far, in clock ticks.
 ticks() {

@@ -43,21 +43,10 @@ max_body=65536
 # The client holds a connection per client, slogate two (client and engine side).
 ulimit -n "$(ulimit -Hn)"
 
-pids=()
-stop_all() {
-	local p
-	for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
-	for p in "${pids[@]}"; do wait "$p" 2>/dev/null || true; done
-	pids=()
-}
+# shellcheck source=bench/lib.sh
+. bench/lib.sh
 trap stop_all EXIT
 
-# wait_http URL tries URL for up to 10 s.
-wait_http() {
-	for _ in $(seq 100); do curl -sf -o /dev/null "$1" && return 0; sleep 0.1; done
-	echo "no answer from $1" >&2
-	return 1
-}
 
 go build -o "$OUT/slogate" ./cmd/slogate
 go build -o "$OUT/driver" ./bench/soak/driver

@@ -46,20 +46,8 @@ func TestSecretsAndCardinality(t *testing.T) {
 	}
 	cfg.UpstreamAPIKey = upstreamKey
 	var logs lockedBuffer
-	sc, err := newSidecar(cfg, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, admin, err := listenPair("127.0.0.1:0", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- sc.run(ctx, data, admin) }()
-	t.Cleanup(func() { stop(); <-done })
-	base, adminURL := "http://"+data.Addr().String(), "http://"+admin.Addr().String()
-	waitFor(t, "the sidecar to be ready", func() bool { return status(adminURL+"/readyz") == http.StatusOK })
+	ts := runTestSidecar(t, cfg, debugLogger(&logs))
+	base, adminURL := ts.data, ts.admin
 
 	const n, workers = 10_000, 16
 	var wg sync.WaitGroup
@@ -102,6 +90,11 @@ func TestSecretsAndCardinality(t *testing.T) {
 	if logs.Len() == 0 {
 		t.Error("nothing was logged at debug level: the check above proves nothing")
 	}
+}
+
+// debugLogger logs everything, as JSON, to w.
+func debugLogger(w io.Writer) *slog.Logger {
+	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // lockedBuffer is a bytes.Buffer safe for the logger's concurrent writes.
@@ -176,20 +169,8 @@ func TestSecretsInReports(t *testing.T) {
 		cfg.ProbeWorkload, cfg.ProbeInterval = probeFile, 0
 		cfg.Calibrate, cfg.CalibrateRound, cfg.CalibrateOutput, cfg.SLOTTFT = true, time.Second, 8, 400*time.Millisecond
 		var logs lockedBuffer
-		sc, err := newSidecar(cfg, slog.New(slog.NewJSONHandler(&logs, &slog.HandlerOptions{Level: slog.LevelDebug})))
-		if err != nil {
-			t.Fatal(err)
-		}
-		data, admin, err := listenPair("127.0.0.1:0", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		ctx, stop := context.WithCancel(context.Background())
-		done := make(chan error, 1)
-		go func() { done <- sc.run(ctx, data, admin) }()
-		t.Cleanup(func() { stop(); <-done })
-		adminURL := "http://" + admin.Addr().String()
-		waitFor(t, "the sidecar to be ready", func() bool { return status(adminURL+"/readyz") == http.StatusOK })
+		ts := runTestSidecar(t, cfg, debugLogger(&logs))
+		sc, adminURL := ts.sc, ts.admin
 		waitFor(t, "the prober to be scheduled", func() bool { return sc.prober.Load() != nil })
 
 		// The prober and the calibrator hold back while the other runs: one after the other.

@@ -59,7 +59,14 @@ func startTestSidecarOn(t *testing.T, p enginesim.Profile, edit func(*serveSetti
 		t.Fatal(err)
 	}
 	edit(&cfg)
-	sc, err := newSidecar(cfg, slog.New(slog.DiscardHandler))
+	return runTestSidecar(t, cfg, slog.New(slog.DiscardHandler))
+}
+
+// runTestSidecar runs a sidecar of cfg, logging to log, on loopback ports until the test
+// ends, and returns once it is ready.
+func runTestSidecar(t *testing.T, cfg serveSettings, log *slog.Logger) *testSidecar {
+	t.Helper()
+	sc, err := newSidecar(cfg, log)
 	if err != nil {
 		t.Fatal(err)
 	}
