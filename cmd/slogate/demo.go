@@ -5,21 +5,16 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"math/rand/v2"
 	"net"
 	"net/http"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/enginesim"
 	"github.com/slogate/slogate/exporter"
-	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/schedule"
 	"github.com/slogate/slogate/synth"
-	"github.com/slogate/slogate/wire"
 )
 
 func init() {
@@ -317,138 +312,3 @@ Try:
   curl -s http://%s/metrics | grep slogate_time_to_first_token
 `, demoGPUs, data, admin)
 }
-
-// report prints what slogate measured every interval until ctx is done.
-func (d *demo) report(ctx context.Context, every time.Duration) {
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			fmt.Fprintln(d.out, d.tally.summary("last "+every.String()))
-			d.tally.reset()
-		}
-	}
-}
-
-// demoPreamble opens every synthetic prompt, as a system prompt does: after the first
-// request the engine's prefix cache holds its blocks.
-const demoPreamble = "You are the assistant of the slogate demo. Answer in plain words, keep every answer short, and say so when you do not know the answer. "
-
-var demoWords = strings.Fields("the engine serves tokens while the proxy measures each one and exports the result")
-
-// syntheticClient streams completions of varied sizes through slogate until ctx ends.
-func syntheticClient(ctx context.Context, base string, seed uint64) {
-	rng := rand.New(rand.NewPCG(seed, 0x5106a7e))
-	for ctx.Err() == nil {
-		body, giveUp := demoRequest(rng)
-		demoSend(ctx, base, body, giveUp)
-		select {
-		case <-ctx.Done():
-		case <-time.After(time.Duration(rng.IntN(500)) * time.Millisecond):
-		}
-	}
-}
-
-// demoRequest returns the body of one synthetic request, and whether its client gives
-// up after the first chunk. Most prompts are short (the short tier); one in eight is a
-// long document of 2,300 to 3,200 tokens (the medium tier); one client in sixteen gives
-// up on a long answer, as impatient users do.
-func demoRequest(rng *rand.Rand) (body string, giveUp bool) {
-	n := 20 + rng.IntN(400)
-	if rng.IntN(8) == 0 {
-		n = 1500 + rng.IntN(500)
-	}
-	var prompt strings.Builder
-	prompt.WriteString(demoPreamble)
-	for range n {
-		prompt.WriteString(demoWords[rng.IntN(len(demoWords))] + " ")
-	}
-	maxTokens := 16 + rng.IntN(240)
-	if giveUp = rng.IntN(16) == 0; giveUp {
-		maxTokens = 256
-	}
-	return fmt.Sprintf(`{"prompt":%q,"max_tokens":%d,"stream":true}`, prompt.String(), maxTokens), giveUp
-}
-
-// demoSend sends one request and reads its answer, or only the first chunk of it.
-func demoSend(ctx context.Context, base, body string, giveUp bool) {
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/completions", strings.NewReader(body))
-	if err != nil {
-		return
-	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return
-	}
-	defer resp.Body.Close()
-	if giveUp {
-		_, _ = resp.Body.Read(make([]byte, 512))
-		return // cancel closes the connection
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-}
-
-// tally keeps what slogate measured, for the demo's summaries. Safe for concurrent use.
-type tally struct {
-	mu                    sync.Mutex
-	ok, failed, cancelled int
-	tokens                int
-	ttft, tpot            []time.Duration
-	allOK                 int
-}
-
-// Observe implements proxy.Observer.
-func (t *tally) Observe(_ wire.Request, res measure.Result) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	switch res.Outcome {
-	case measure.OK:
-	case measure.ClientCancelled:
-		t.cancelled++
-		return
-	default:
-		t.failed++
-		return
-	}
-	t.ok++
-	t.allOK++
-	t.tokens += res.OutputTokens
-	if res.Stream {
-		t.ttft = append(t.ttft, res.TTFT)
-		if res.TPOT > 0 {
-			t.tpot = append(t.tpot, res.TPOT)
-		}
-	}
-}
-
-func (t *tally) reset() {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	t.ok, t.failed, t.cancelled, t.tokens, t.ttft, t.tpot = 0, 0, 0, 0, nil, nil
-}
-
-func (t *tally) summary(span string) string {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if span == "total" {
-		return fmt.Sprintf("slogate measured %d successful requests", t.allOK)
-	}
-	return fmt.Sprintf("%-9s %4d ok %3d failed %3d gave up  %6d tokens  TTFT p50 %s p95 %s  TPOT p50 %s",
-		span, t.ok, t.failed, t.cancelled, t.tokens, ms(pct(t.ttft, 50)), ms(pct(t.ttft, 95)), ms(pct(t.tpot, 50)))
-}
-
-func pct(xs []time.Duration, p int) time.Duration {
-	if len(xs) == 0 {
-		return 0
-	}
-	s := slices.Clone(xs)
-	slices.Sort(s)
-	return s[(len(s)-1)*p/100]
-}
-
-func ms(d time.Duration) string { return fmt.Sprintf("%.1fms", float64(d)/float64(time.Millisecond)) }

@@ -45,7 +45,7 @@ func TestSecretsAndCardinality(t *testing.T) {
 		t.Fatal(err)
 	}
 	cfg.UpstreamAPIKey = upstreamKey
-	var logs lockedBuffer
+	var logs syncBuffer
 	ts := runTestSidecar(t, cfg, debugLogger(&logs))
 	base, adminURL := ts.data, ts.admin
 
@@ -97,30 +97,6 @@ func debugLogger(w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-// lockedBuffer is a bytes.Buffer safe for the logger's concurrent writes.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}
-
-func (l *lockedBuffer) Len() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Len()
-}
-
 // The credentials a probe or a calibration works with — the engine's API key, a password
 // in the engine's URL, the admin token and the sidecar's own probe key — reach nothing
 // they produce: the sidecar's probe and calibration reports in every form the admin
@@ -168,7 +144,7 @@ func TestSecretsInReports(t *testing.T) {
 		cfg.UpstreamAPIKey, cfg.AdminTokenFile, cfg.TiersFile = key, tokenFile, tiersFile
 		cfg.ProbeWorkload, cfg.ProbeInterval = probeFile, 0
 		cfg.Calibrate, cfg.CalibrateRound, cfg.CalibrateOutput, cfg.SLOTTFT = true, time.Second, 8, 400*time.Millisecond
-		var logs lockedBuffer
+		var logs syncBuffer
 		ts := runTestSidecar(t, cfg, debugLogger(&logs))
 		sc, adminURL := ts.sc, ts.admin
 		waitFor(t, "the prober to be scheduled", func() bool { return sc.prober.Load() != nil })
