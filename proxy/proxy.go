@@ -44,9 +44,11 @@ type Config struct {
 
 	// MaxBodyBytes bounds inference request bodies; larger ones get 413. Default 64 MiB.
 	MaxBodyBytes int64
-	// BodyTimeout bounds the time to receive an inference request's body, from the end
-	// of its headers: a client that sends it slower gets 408 and its connection is
-	// closed, so that trickled bodies cannot hold connections open. 0 means no limit.
+	// BodyTimeout bounds the time to receive a request's body, from the end of its
+	// headers: a client that sends it slower gets 408 and its connection is closed, so
+	// that trickled bodies cannot hold connections open. It covers inference requests
+	// (whose body slogate reads before deciding) and the requests it passes through
+	// (whose body streams to the engine); it never bounds the answer. 0 means no limit.
 	BodyTimeout time.Duration
 	// InjectUsage asks the engine for a usage report on streams whose client did not,
 	// and removes it from what the client sees, so output tokens are exact. Without it,
