@@ -31,15 +31,7 @@ func TestSecretsAndCardinality(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sim, err := enginesim.NewServer(enginesim.Config{Profile: p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	simCtx, stopSim := context.WithCancel(context.Background())
-	go sim.Run(simCtx)
-	up := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() { up.Close(); stopSim() })
-
+	up := startTestEngine(t, enginesim.Config{Profile: p})
 	cfg, err := demoSidecarSettings(strings.TrimPrefix(up.URL, "http://"), "debug")
 	if err != nil {
 		t.Fatal(err)
@@ -210,9 +202,8 @@ func TestSecretsInReports(t *testing.T) {
 }
 
 // keyedEngine serves a simulator of profile p on loopback and returns its host:port and
-// a count of the completions requests that carried key as their bearer token. It serves
-// requests without the key too: the sidecar's prober reaches the engine through slogate's
-// listener, and slogate does not add the key to the requests it forwards.
+// a count of the completions requests that carried key as their bearer token, which
+// shows the key was sent; it serves requests without the key too.
 func keyedEngine(t *testing.T, p enginesim.Profile, key string) (string, *atomic.Int64) {
 	t.Helper()
 	sim, err := enginesim.NewServer(enginesim.Config{Profile: p})

@@ -46,21 +46,27 @@ func startTestSidecarWith(t *testing.T, edit func(*serveSettings)) *testSidecar 
 // startTestSidecarOn is startTestSidecarWith in front of a simulator of profile p.
 func startTestSidecarOn(t *testing.T, p enginesim.Profile, edit func(*serveSettings)) *testSidecar {
 	t.Helper()
-	sim, err := enginesim.NewServer(enginesim.Config{Profile: p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	simCtx, stopSim := context.WithCancel(context.Background())
-	go sim.Run(simCtx)
-	up := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() { up.Close(); stopSim() })
-
+	up := startTestEngine(t, enginesim.Config{Profile: p})
 	cfg, err := demoSidecarSettings(strings.TrimPrefix(up.URL, "http://"), "error")
 	if err != nil {
 		t.Fatal(err)
 	}
 	edit(&cfg)
 	return runTestSidecar(t, cfg, slog.New(slog.DiscardHandler))
+}
+
+// startTestEngine serves a simulator of cfg on httptest until the test ends.
+func startTestEngine(t *testing.T, cfg enginesim.Config) *httptest.Server {
+	t.Helper()
+	sim, err := enginesim.NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	go sim.Run(ctx)
+	up := httptest.NewServer(sim.Handler())
+	t.Cleanup(func() { up.Close(); stop() })
+	return up
 }
 
 // runTestSidecar runs a sidecar of cfg, logging to log, on loopback ports until the test
@@ -190,16 +196,7 @@ func TestDrainTimeout(t *testing.T) {
 func TestServeSIGTERM(t *testing.T) {
 	p, _ := enginesim.LookupProfile("tiny")
 	p.Timing = enginesim.Timing{StepBase: 0.005}
-	sim, err := enginesim.NewServer(enginesim.Config{Profile: p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	simCtx, stopSim := context.WithCancel(context.Background())
-	defer stopSim()
-	go sim.Run(simCtx)
-	up := httptest.NewServer(sim.Handler())
-	defer up.Close()
-
+	up := startTestEngine(t, enginesim.Config{Profile: p})
 	data, admin := freeAddr(t), freeAddr(t)
 	cmd := exec.Command(os.Args[0], "serve", "--upstream", up.URL, "--listen", data, "--admin-listen", admin, "--log-level", "error")
 	cmd.Env = append(os.Environ(), runMainEnv+"=1")

@@ -107,14 +107,7 @@ func TestAcceptanceSoak(t *testing.T) {
 func startSoakStack(t *testing.T) (*testSidecar, *httptest.Server, string) {
 	t.Helper()
 	p, _ := enginesim.LookupProfile("tiny")
-	sim, err := enginesim.NewServer(enginesim.Config{Profile: p, Speed: 0.1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	simCtx, stopSim := context.WithCancel(context.Background())
-	go sim.Run(simCtx)
-	up := httptest.NewServer(sim.Handler())
-	t.Cleanup(func() { up.Close(); stopSim() })
+	up := startTestEngine(t, enginesim.Config{Profile: p, Speed: 0.1})
 
 	tiers := filepath.Join(t.TempDir(), "tiers.yaml")
 	if err := os.WriteFile(tiers, []byte(soak.Tiers(soakClients)), 0o600); err != nil {
@@ -126,19 +119,7 @@ func startSoakStack(t *testing.T) (*testSidecar, *httptest.Server, string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sc, err := newSidecar(cfg, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	data, admin, err := listenPair("127.0.0.1:0", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	ts := &testSidecar{sc: sc, data: "http://" + data.Addr().String(), admin: "http://" + admin.Addr().String(), stop: stop, done: make(chan error, 1)}
-	go func() { ts.done <- sc.run(ctx, data, admin) }()
-	t.Cleanup(func() { stop(); <-ts.done })
-	waitFor(t, "the sidecar to be ready", func() bool { return status(ts.admin+"/readyz") == http.StatusOK })
+	ts := runTestSidecar(t, cfg, slog.New(slog.DiscardHandler))
 	http.DefaultClient.CloseIdleConnections() // the readiness check's connection
 	return ts, up, p.Model
 }
