@@ -20,6 +20,8 @@
 #   QUICK=1 bench/nginx.sh                                # smoke run: 2s rounds, 1 repetition
 #   CONCURRENCY="64 512" PACE="64=20 512=20" OUT=/tmp/x bench/nginx.sh 6s 3
 #
+# PROXY_GOGC, if set, is slogate's GOGC (and only slogate's), e.g. PROXY_GOGC=200.
+#
 # NICE (default -10 when run as root, else 0) is the niceness of the pacer, both proxies
 # and the client alike, so that other jobs on a shared machine get in their way less.
 #
@@ -94,7 +96,7 @@ start() {
 	"${run[@]}" taskset -c 1 "$OUT/pacer" -listen 127.0.0.1:$pacer_port -first 50ms -every "${every}ms" 2>>"$OUT/pacer.log" &
 	pacer=$!; pids+=("$pacer")
 	wait_http 127.0.0.1:$pacer_port/health
-	"${run[@]}" taskset -c 0 "$OUT/slogate" serve --upstream http://127.0.0.1:$pacer_port \
+	"${run[@]}" env ${PROXY_GOGC:+GOGC=$PROXY_GOGC} taskset -c 0 "$OUT/slogate" serve --upstream http://127.0.0.1:$pacer_port \
 		--listen 127.0.0.1:$slogate_port --admin-listen 127.0.0.1:$admin_port \
 		--admission enforce --tiers-file bench/nginx/tiers.yaml --log-level error 2>>"$OUT/slogate.log" &
 	slogate=$!; pids+=("$slogate")
@@ -113,7 +115,7 @@ start() {
 }
 
 echo "# $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), Linux $(uname -r), $(go version | cut -d' ' -f3), $("$nginx_bin" -v 2>&1 | cut -d' ' -f3), $(date -u '+%F %H:%M UTC')"
-echo "# niceness ${NICE:-$nice_default}; rounds of $duration, $reps repetitions (order direct,slogate,nginx then reversed), $tokens tokens per request; results in $OUT"
+echo "# niceness ${NICE:-$nice_default}${PROXY_GOGC:+; slogate with GOGC=$PROXY_GOGC}; rounds of $duration, $reps repetitions (order direct,slogate,nginx then reversed), $tokens tokens per request; results in $OUT"
 : >"$OUT/out.txt"
 for c in $concurrency; do
 	every=$(pace_of "$c")
