@@ -38,17 +38,9 @@ var ErrInvalidPush = errors.New("exporter: invalid push configuration")
 // and retried at the next interval; a family that fails to encode is logged and left
 // out. A nil logger discards.
 func Push(ctx context.Context, pushURL string, interval time.Duration, g prometheus.Gatherer, extraLabels string, logger *slog.Logger) error {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	if err := checkPushURL(pushURL); err != nil {
+	logger, err := checkPush(pushURL, g, extraLabels, logger)
+	if err != nil {
 		return err
-	}
-	if err := checkPushLabels(extraLabels); err != nil {
-		return err
-	}
-	if g == nil {
-		return fmt.Errorf("%w: nil gatherer", ErrInvalidPush)
 	}
 	if interval <= 0 {
 		return fmt.Errorf("%w: interval %v is not positive", ErrInvalidPush, interval)
@@ -75,17 +67,9 @@ func Push(ctx context.Context, pushURL string, interval time.Duration, g prometh
 // and returns the push's error, if any (never containing the URL's password). For
 // one-shot jobs, such as a probe run from a CronJob, that are never scraped.
 func PushOnce(ctx context.Context, pushURL string, g prometheus.Gatherer, extraLabels string, logger *slog.Logger) error {
-	if logger == nil {
-		logger = slog.New(slog.DiscardHandler)
-	}
-	if err := checkPushURL(pushURL); err != nil {
+	logger, err := checkPush(pushURL, g, extraLabels, logger)
+	if err != nil {
 		return err
-	}
-	if err := checkPushLabels(extraLabels); err != nil {
-		return err
-	}
-	if g == nil {
-		return fmt.Errorf("%w: nil gatherer", ErrInvalidPush)
 	}
 	opts := &vm.PushOptions{ExtraLabels: extraLabels, Method: http.MethodPost}
 	if err := vm.PushMetricsExt(ctx, pushURL, func(w io.Writer) { writeText(w, g, logger) }, opts); err != nil {
@@ -190,4 +174,22 @@ func writeText(w io.Writer, g prometheus.Gatherer, logger *slog.Logger) {
 			return
 		}
 	}
+}
+
+// checkPush checks the arguments Push and PushOnce share, and returns the logger to use
+// (one that discards for nil).
+func checkPush(pushURL string, g prometheus.Gatherer, extraLabels string, logger *slog.Logger) (*slog.Logger, error) {
+	if logger == nil {
+		logger = slog.New(slog.DiscardHandler)
+	}
+	if err := checkPushURL(pushURL); err != nil {
+		return nil, err
+	}
+	if err := checkPushLabels(extraLabels); err != nil {
+		return nil, err
+	}
+	if g == nil {
+		return nil, fmt.Errorf("%w: nil gatherer", ErrInvalidPush)
+	}
+	return logger, nil
 }

@@ -194,7 +194,8 @@ func (c cutTransport) RoundTrip(r *http.Request) (*http.Response, error) {
 	return resp, nil
 }
 
-// cutBody returns data in reads that end at cuts (offsets into data).
+// cutBody returns data in reads that end at cuts (offsets into data) and at its end;
+// with nil cuts, one byte per read.
 type cutBody struct {
 	data []byte
 	cuts []int
