@@ -110,7 +110,7 @@ func latencyPanels() []cog.Builder[dashboard.Panel] {
 func trafficPanels() []cog.Builder[dashboard.Panel] {
 	stacked := common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)
 	return []cog.Builder[dashboard.Panel]{
-		graph("Requests by outcome", "Inference requests finished per second, stacked by how they ended: ok, client_cancelled, upstream_error, upstream_timeout, aborted_midstream, bad_request, rejected, shutdown (cut short at the end of a drain).", unitReqPerSec,
+		graph("Requests by outcome", "Inference requests finished per second, stacked by how they ended: ok, client_cancelled, upstream_error, upstream_timeout, aborted_midstream, engine_error (an error event inside an answered stream), bad_request, rejected, shutdown (cut short at the end of a drain).", unitReqPerSec,
 			query(sumBy("outcome", rate(selModel("slogate_requests_total"))), "{{outcome}}")).
 			Stacking(stacked).FillOpacity(40).Min(0),
 		graph("Rejections and sheds by reason", "Requests admission turned away per second, by reason: tier-rate, queue-full, queue-timeout, predicted-late, saturated, engine-down, in-flight-cap, client-gone, shed. Shadow mode counts what enforce would have rejected.", unitReqPerSec,

@@ -20,6 +20,7 @@ type Faults struct {
 	StatusRate     float64       // fraction of requests answered with Status, in (0,1]; 1 if only Status is set
 	StallAfter     int           // stop sending after this many output tokens, keeping the connection open (0 = off)
 	DropAfter      int           // close the connection mid-stream after this many output tokens (0 = off)
+	ErrorAfter     int           // fail the generation after this many output tokens, as the engines do (0 = off; see errorEvent)
 	FirstByteDelay time.Duration // wait this long before sending anything
 	Loop           bool          // the answer repeats one phrase
 	Reasoning      int           // chat: send the first N output tokens as reasoning_content
@@ -29,7 +30,7 @@ type Faults struct {
 var ErrBadFault = errors.New("enginesim: bad fault directive")
 
 // ParseFaults parses FaultHeader directives: status=CODE, rate=FRACTION, stall_after=N,
-// drop_after=N, delay=DURATION, loop, reasoning=N. Unknown directives are errors, so a typo
+// drop_after=N, error_after=N, delay=DURATION, loop, reasoning=N. Unknown directives are errors, so a typo
 // in a test cannot silently disable a fault.
 func ParseFaults(s string) (Faults, error) {
 	var f Faults
@@ -85,6 +86,8 @@ func (f *Faults) set(key, val string, hasVal bool) error {
 		f.StallAfter, err = positive(val)
 	case "drop_after":
 		f.DropAfter, err = positive(val)
+	case "error_after":
+		f.ErrorAfter, err = positive(val)
 	case "reasoning":
 		f.Reasoning, err = positive(val)
 	case "delay":
@@ -116,6 +119,9 @@ func (f Faults) merge(o Faults) Faults {
 	}
 	if o.DropAfter != 0 {
 		f.DropAfter = o.DropAfter
+	}
+	if o.ErrorAfter != 0 {
+		f.ErrorAfter = o.ErrorAfter
 	}
 	if o.FirstByteDelay != 0 {
 		f.FirstByteDelay = o.FirstByteDelay

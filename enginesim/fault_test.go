@@ -6,6 +6,9 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
 	"strconv"
 	"strings"
 	"testing"
@@ -30,6 +33,7 @@ func TestParseFaults(t *testing.T) {
 		{in: "rate=1", want: Faults{Status: 500, StatusRate: 1}}, // a rate alone answers 500
 		{in: "stall_after=3", want: Faults{StallAfter: 3}},
 		{in: "drop_after=5", want: Faults{DropAfter: 5}},
+		{in: "error_after=2", want: Faults{ErrorAfter: 2}},
 		{in: "delay=300ms", want: Faults{FirstByteDelay: 300 * time.Millisecond}},
 		{in: "delay=1h", want: Faults{FirstByteDelay: time.Hour}},
 		{in: "delay=0s", want: Faults{}},
@@ -51,6 +55,7 @@ func TestParseFaults(t *testing.T) {
 		{in: "stall_after=0", err: true},
 		{in: "stall_after=-1", err: true},
 		{in: "drop_after=x", err: true},
+		{in: "error_after=0", err: true},
 		{in: "reasoning=", err: true},
 		{in: "delay=-1s", err: true},
 		{in: "delay=2h", err: true},
@@ -94,6 +99,9 @@ func formatFaults(f Faults) string {
 	if f.DropAfter != 0 {
 		d = append(d, "drop_after="+strconv.Itoa(f.DropAfter))
 	}
+	if f.ErrorAfter != 0 {
+		d = append(d, "error_after="+strconv.Itoa(f.ErrorAfter))
+	}
 	if f.FirstByteDelay != 0 {
 		d = append(d, "delay="+f.FirstByteDelay.String())
 	}
@@ -108,7 +116,7 @@ func formatFaults(f Faults) string {
 
 func FuzzParseFaults(f *testing.F) {
 	for _, s := range []string{
-		"", "status=503", "status=429,rate=0.25", "stall_after=3", "drop_after=5", "delay=300ms",
+		"", "status=503", "status=429,rate=0.25", "stall_after=3", "drop_after=5", "error_after=4", "delay=300ms",
 		"loop", "reasoning=4", " status = 500 , loop ,delay=2s ", "rate=1e-3", "delay=1h0m0s",
 		"status=503,rate=0.5,stall_after=1,drop_after=2,delay=1ms,loop,reasoning=9", "loop=1", "a=b=c",
 	} {
@@ -449,4 +457,71 @@ func TestFaultReasoning(t *testing.T) {
 			t.Errorf("%d chunks, %d tokens of text; want 10", chunks, sim.countText(text))
 		}
 	})
+}
+
+// TestFaultError checks a generation that fails after 5 tokens: the flavor's engine sends
+// the tokens, then its error event, then still [DONE] (no usage chunk, even when asked),
+// and releases the request; a non-streaming request gets 500 with the error. The error
+// event has the shape of the conformance corpus's transcript for that engine (keys, their
+// order, Python's separators), message, type and code aside.
+func TestFaultError(t *testing.T) {
+	shape := regexp.MustCompile(`("message": )"[^"]*"|("type": )"[^"]*"|("code": )\d+`)
+	blank := func(s string) string { return shape.ReplaceAllString(s, "$1$2$3_") }
+	cases := []struct {
+		flavor Flavor
+		corpus string // the transcript whose error event the simulator's must match
+	}{
+		{FlavorVLLM, "vllm_chat_error_midstream.sse"},
+		{FlavorSGLang, "sglang_chat_error_flat.sse"},
+	}
+	for _, tc := range cases {
+		t.Run(string(tc.flavor), func(t *testing.T) {
+			sim := startSim(t, Config{Flavor: tc.flavor})
+			status, _, body := sim.do(http.MethodPost, "/v1/chat/completions",
+				`{"messages":[{"role":"user","content":"hi"}],"max_tokens":16,"ignore_eos":true,"stream":true,"stream_options":{"include_usage":true}}`,
+				faultHeader("error_after=5"))
+			if status != http.StatusOK {
+				t.Fatalf("status %d: %s", status, body)
+			}
+			events := strings.Split(strings.TrimSuffix(string(body), "\n\n"), "\n\n")
+			if len(events) < 3 || events[len(events)-1] != "data: [DONE]" {
+				t.Fatalf("stream does not end with [DONE]: %q", body)
+			}
+			got := strings.TrimPrefix(events[len(events)-2], "data: ")
+			c, err := wire.DecodeChunk([]byte(got))
+			if err != nil || c.Error == nil || c.Error.Code != http.StatusInternalServerError {
+				t.Fatalf("event before [DONE] = %q (%v); want an error with code 500", got, err)
+			}
+			outputs := 0
+			for _, ev := range events[:len(events)-2] {
+				if c, err := wire.DecodeChunk([]byte(strings.TrimPrefix(ev, "data: "))); err == nil && c.OutputBytes() > 0 {
+					outputs++
+				} else if err == nil && c.UsageOnly() {
+					t.Errorf("a usage chunk in a failed stream: %q", ev)
+				}
+			}
+			if outputs != 5 {
+				t.Errorf("%d output chunks before the error, want 5", outputs)
+			}
+			corpus, err := os.ReadFile(filepath.Join("..", "wire", "testdata", "streams", tc.corpus))
+			if err != nil {
+				t.Fatal(err)
+			}
+			var want string
+			for _, line := range strings.Split(string(corpus), "\n") {
+				if strings.Contains(line, `"error"`) {
+					want = strings.TrimPrefix(line, "data: ")
+				}
+			}
+			if blank(got) != blank(want) {
+				t.Errorf("error event\n  %s\nhas not the shape of %s's\n  %s", got, tc.corpus, want)
+			}
+			eventually(t, "the failed request leaves the engine", sim.idle)
+
+			status, _, body = sim.do(http.MethodPost, "/v1/completions", `{"prompt":"hi","max_tokens":16,"ignore_eos":true}`, faultHeader("error_after=5"))
+			if status != http.StatusInternalServerError || apiError(t, body).Code != http.StatusInternalServerError {
+				t.Errorf("non-streaming: %d %s; want 500 with the error", status, body)
+			}
+		})
+	}
 }

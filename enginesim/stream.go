@@ -3,6 +3,7 @@ package enginesim
 import (
 	"bytes"
 	"encoding/json"
+	"io"
 	"net/http"
 	"strconv"
 
@@ -158,36 +159,83 @@ func (s *Server) streamJob(w http.ResponseWriter, r *http.Request, j *job, st *s
 	}
 }
 
-// cut reports whether a stall or drop fault fires within the next k tokens after sent,
-// and how many of the k tokens go out before it does.
-func (f Faults) cut(sent, k int) (bool, int) {
-	// The earlier of the two faults cuts the stream. (Checking them in a fixed order let a
-	// later stall cut a multi-token chunk first, so with speculative decoding a drop_after=3
-	// stream could carry more than 3 tokens before the drop; fail already picks the
-	// earlier fault to carry out.)
-	at := 0
-	for _, a := range []int{f.StallAfter, f.DropAfter} {
-		if a > 0 && (at == 0 || a < at) {
-			at = a
+// A cutting fault: what ends a stream early.
+type cutKind uint8
+
+const (
+	cutNone  cutKind = iota
+	cutStall         // stop sending, keep the connection open
+	cutDrop          // tear the connection down
+	cutError         // end the generation with an error event, then [DONE]
+)
+
+// first returns the cutting fault that fires first and the output token count at which
+// it does (a tie goes to the drop, then the error, then the stall).
+func (f Faults) first() (cutKind, int) {
+	kind, at := cutNone, 0
+	for _, c := range []struct {
+		kind cutKind
+		at   int
+	}{{cutDrop, f.DropAfter}, {cutError, f.ErrorAfter}, {cutStall, f.StallAfter}} {
+		if c.at > 0 && (at == 0 || c.at < at) {
+			kind, at = c.kind, c.at
 		}
 	}
-	if at > 0 && sent+k >= at {
+	return kind, at
+}
+
+// cut reports whether a cutting fault fires within the next k tokens after sent, and
+// how many of the k tokens go out before it does. (The earliest fault cuts: checking
+// them in a fixed order let a later stall cut a multi-token chunk first, so with
+// speculative decoding a drop_after=3 stream could carry more than 3 tokens.)
+func (f Faults) cut(sent, k int) (bool, int) {
+	if kind, at := f.first(); kind != cutNone && sent+k >= at {
 		return true, max(at-sent, 0)
 	}
 	return false, k
 }
 
-// fail carries out the stall or drop fault that cut a stream: the tokens before the cut
-// are flushed, then the stream either hangs until the client leaves (stall) or the
-// connection is torn down without the end of the stream (drop).
+// fail carries out the fault that cut a stream: the tokens before the cut are flushed,
+// then the stream hangs until the client leaves (stall), the connection is torn down
+// without the end of the stream (drop), or the generation ends with an error event and
+// [DONE], as vLLM and SGLang end a generation that failed (error).
 func (s *Server) fail(w http.ResponseWriter, rc *http.ResponseController, r *http.Request, a *answer) {
+	kind, _ := a.j.faults.first()
+	if kind == cutError {
+		a.buf = append(a.buf, "data: "...)
+		a.buf = append(a.buf, s.errorEvent()...)
+		a.buf = append(a.buf, "\n\ndata: [DONE]\n\n"...)
+	}
 	_, _ = w.Write(a.buf)
 	_ = rc.Flush()
-	if a.j.faults.DropAfter > 0 && (a.j.faults.StallAfter == 0 || a.j.faults.DropAfter <= a.j.faults.StallAfter) {
+	switch kind {
+	case cutDrop:
 		s.release(a.j.id)
 		panic(http.ErrAbortHandler)
+	case cutError:
+		return
 	}
 	<-r.Context().Done()
+}
+
+// generationFailed is the message of the simulated failure.
+const generationFailed = "enginesim: simulated generation failure (error_after)"
+
+// errorEvent returns the data of the error event the flavor's engine sends when a
+// generation fails mid-stream, byte for byte: Python's json.dumps, with its ", " and
+// ": " separators.
+//
+//   - vLLM (vllm/entrypoints/openai/engine/serving.py, create_streaming_error_response:
+//     json.dumps(ErrorResponse(error=ErrorInfo(...)).model_dump())): the nested
+//     {"error": {"message", "type", "param", "code"}}, code the HTTP status.
+//   - SGLang (python/sglang/srt/entrypoints/openai/serving_base.py,
+//     create_streaming_error_response: json.dumps(ErrorResponse(...).model_dump())):
+//     the flat {"object": "error", "message", "type", "param", "code"}.
+func (s *Server) errorEvent() string {
+	if s.cfg.Flavor == FlavorSGLang {
+		return `{"object": "error", "message": "` + generationFailed + `", "type": "InternalServerError", "param": null, "code": 500}`
+	}
+	return `{"error": {"message": "` + generationFailed + `", "type": "InternalServerError", "param": null, "code": 500}}`
 }
 
 // answerJob waits for j to finish and sends the whole answer in one JSON response.
@@ -205,7 +253,15 @@ func (s *Server) answerJob(w http.ResponseWriter, r *http.Request, j *job, st *s
 			total += k
 		}
 	}
-	if j.faults.DropAfter > 0 || j.faults.StallAfter > 0 {
+	switch kind, _ := j.faults.first(); kind {
+	case cutError:
+		// A non-streaming answer whose generation failed is an error response with the
+		// status in its code (vLLM: GenerationError -> create_error_response).
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		_, _ = io.WriteString(w, s.errorEvent())
+		return
+	case cutDrop, cutStall:
 		a := &answer{j: j}
 		s.fail(w, http.NewResponseController(w), r, a)
 		return

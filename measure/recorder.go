@@ -46,8 +46,8 @@ func NewRecorder(route wire.Route, stream bool, opts Options) *Recorder {
 }
 
 // Event records one server-sent event of a streaming response. Comments are ignored;
-// [DONE] marks the stream as ended; data that is not a chunk is ignored (the proxy
-// forwards it regardless).
+// [DONE] marks the stream as ended; an error object marks the answer as failed (see
+// Chunk); data that is not a chunk is ignored (the proxy forwards it regardless).
 func (r *Recorder) Event(ev wire.Event) {
 	if ev.Comment {
 		return
@@ -57,7 +57,7 @@ func (r *Recorder) Event(ev wire.Event) {
 		return
 	}
 	c, err := wire.ScanChunk(ev.Data)
-	if err != nil || c.IsError {
+	if err != nil {
 		return
 	}
 	r.Chunk(c)
@@ -67,14 +67,27 @@ func (r *Recorder) Event(ev wire.Event) {
 func (r *Recorder) Done() { r.res.Ended = true }
 
 // Chunk records one stream chunk, arriving now, as wire.ScanChunk summarised it.
-// Callers that scan chunks themselves use it instead of Event.
-func (r *Recorder) Chunk(c wire.ChunkSummary) { r.chunk(c, r.opts.Clock.Now()) }
+// Callers that scan chunks themselves use it instead of Event. An error object (both
+// engines end a generation that failed with one, then still send [DONE]) carries no
+// output; it makes Finish report EngineError in place of OK.
+func (r *Recorder) Chunk(c wire.ChunkSummary) {
+	if c.IsError {
+		r.res.ErrorEvent = true
+		return
+	}
+	r.chunk(c, r.opts.Clock.Now())
+}
 
 // Body records the complete body of a non-streaming response. A non-streaming answer
-// arrives at once, so it has tokens and an E2E time but no TTFT or TPOT.
+// arrives at once, so it has tokens and an E2E time but no TTFT or TPOT. An error object
+// in place of the answer makes Finish report EngineError in place of OK.
 func (r *Recorder) Body(body []byte) {
 	c, err := wire.ScanChunk(body)
-	if err != nil || c.IsError {
+	if err != nil {
+		return
+	}
+	if c.IsError {
+		r.res.ErrorEvent = true
 		return
 	}
 	r.res.Ended = true
@@ -120,13 +133,19 @@ func (r *Recorder) chunk(c wire.ChunkSummary, now time.Time) {
 func (r *Recorder) Outputs() int { return r.res.OutputChunks }
 
 // Finish ends the measurement at the clock's current time with the status the client
-// got and how the request ended, and returns the Result. A stream that began but did
-// not end properly is reported as AbortedMidstream when the caller saw no other failure.
+// got and how the request ended, and returns the Result. When the caller saw no other
+// failure (outcome OK), an answer that carried an error object is reported as
+// EngineError, whatever followed it, and a stream that began but did not end properly
+// as AbortedMidstream.
 func (r *Recorder) Finish(status int, outcome Outcome) Result {
 	res := r.res
 	res.Status, res.Outcome = status, outcome
 	res.E2E = r.opts.Clock.Now().Sub(res.Start)
-	if outcome == OK && res.Stream && res.OutputChunks > 0 && !res.Ended {
+	switch {
+	case outcome != OK:
+	case res.ErrorEvent:
+		res.Outcome = EngineError
+	case res.Stream && res.OutputChunks > 0 && !res.Ended:
 		res.Outcome = AbortedMidstream
 	}
 	switch {

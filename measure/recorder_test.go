@@ -99,6 +99,29 @@ func TestRecorderStreams(t *testing.T) {
 			want:  Result{E2E: 20 * ms, Ended: true, Outcome: OK},
 		},
 		{
+			// vLLM ends a generation that failed with the nested error object, then [DONE].
+			name: "error event after output",
+			steps: []step{{20 * ms, contentChunk}, {20 * ms, contentChunk},
+				{5 * ms, `{"error": {"message": "boom", "type": "InternalServerError", "param": null, "code": 500}}`}, {0, "[DONE]"}},
+			want: Result{TTFT: 20 * ms, E2E: 45 * ms, TPOT: 25 * ms, OutputChunks: 2, MaxGap: 20 * ms, OutputTokens: 2, Ended: true,
+				ErrorEvent: true, Outcome: EngineError},
+			gaps: []time.Duration{20 * ms}, wantSrc: TokensChunks,
+		},
+		{
+			// SGLang's flat form, before any output.
+			name: "flat error event before output",
+			steps: []step{{20 * ms, roleChunk},
+				{5 * ms, `{"object": "error", "message": "boom", "type": "BadRequestError", "param": null, "code": 400}`}, {0, "[DONE]"}},
+			want: Result{E2E: 25 * ms, Ended: true, ErrorEvent: true, Outcome: EngineError},
+		},
+		{
+			// The error names the failure better than the missing [DONE].
+			name:    "error event, then the stream breaks off",
+			steps:   []step{{20 * ms, contentChunk}, {5 * ms, `{"error":{"message":"boom","code":500}}`}},
+			want:    Result{TTFT: 20 * ms, E2E: 25 * ms, OutputChunks: 1, OutputTokens: 1, ErrorEvent: true, Outcome: EngineError},
+			wantSrc: TokensChunks,
+		},
+		{
 			name:    "data that is not a chunk is ignored",
 			steps:   []step{{10 * ms, "not json"}, {10 * ms, textChunk}, {0, "[DONE]"}},
 			want:    Result{TTFT: 20 * ms, E2E: 20 * ms, OutputChunks: 1, OutputTokens: 1, Ended: true, Outcome: OK},
@@ -115,6 +138,9 @@ func TestRecorderStreams(t *testing.T) {
 			if got.OutputChunks != w.OutputChunks || got.OutputTokens != w.OutputTokens || got.InputTokens != w.InputTokens || got.CachedTokens != w.CachedTokens {
 				t.Errorf("chunks/output/input/cached = %d/%d/%d/%d, want %d/%d/%d/%d", got.OutputChunks, got.OutputTokens, got.InputTokens, got.CachedTokens,
 					w.OutputChunks, w.OutputTokens, w.InputTokens, w.CachedTokens)
+			}
+			if got.ErrorEvent != w.ErrorEvent {
+				t.Errorf("ErrorEvent = %v, want %v", got.ErrorEvent, w.ErrorEvent)
 			}
 			if got.Ended != w.Ended || got.FinishReason != w.FinishReason || got.Outcome != w.Outcome || got.Tokens != tc.wantSrc {
 				t.Errorf("ended/finish/outcome/source = %v/%q/%v/%v, want %v/%q/%v/%v", got.Ended, got.FinishReason, got.Outcome, got.Tokens,
@@ -135,15 +161,17 @@ func TestRecorderStreams(t *testing.T) {
 func TestRecorderBody(t *testing.T) {
 	clock := &stepClock{t: time.Unix(1_700_000_000, 0)}
 	cases := []struct {
-		name   string
-		body   string
-		output int
-		ended  bool
+		name    string
+		body    string
+		output  int
+		ended   bool
+		outcome Outcome // with status 200
 	}{
-		{"completion", `{"object":"text_completion","choices":[{"index":0,"text":"hello","finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}}`, 5, true},
-		{"chat", `{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`, 1, true},
-		{"error body", `{"error":{"message":"no","type":"BadRequestError","code":400}}`, 0, false},
-		{"garbage", `<html>`, 0, false},
+		{"completion", `{"object":"text_completion","choices":[{"index":0,"text":"hello","finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":5,"total_tokens":8}}`, 5, true, OK},
+		{"chat", `{"object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`, 1, true, OK},
+		{"error body", `{"error":{"message":"no","type":"BadRequestError","code":400}}`, 0, false, EngineError},
+		{"flat error body", `{"object":"error","message":"no","type":"BadRequestError","code":400}`, 0, false, EngineError},
+		{"garbage", `<html>`, 0, false, OK},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -156,6 +184,9 @@ func TestRecorderBody(t *testing.T) {
 			}
 			if res.TTFT != 0 || res.TPOT != 0 {
 				t.Errorf("a non-streaming answer has TTFT %v and TPOT %v, want none", res.TTFT, res.TPOT)
+			}
+			if res.Outcome != tc.outcome {
+				t.Errorf("outcome = %v, want %v", res.Outcome, tc.outcome)
 			}
 		})
 	}
@@ -170,7 +201,7 @@ func TestFinishKeepsCallerOutcome(t *testing.T) {
 }
 
 func TestOutcomeNames(t *testing.T) {
-	want := []string{"ok", "client_cancelled", "upstream_error", "upstream_timeout", "aborted_midstream", "bad_request", "rejected", "shutdown"}
+	want := []string{"ok", "client_cancelled", "upstream_error", "upstream_timeout", "aborted_midstream", "engine_error", "bad_request", "rejected", "shutdown"}
 	got := Outcomes()
 	if len(got) != len(want) {
 		t.Fatalf("%d outcomes, want %d", len(got), len(want))

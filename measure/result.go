@@ -23,6 +23,7 @@ const (
 	UpstreamError                   // the engine was unreachable or answered 5xx
 	UpstreamTimeout                 // the engine did not answer in time
 	AbortedMidstream                // the stream broke off after it began, without its end marker
+	EngineError                     // the engine answered, then reported a failure in the answer itself (an error event in the stream)
 	BadRequest                      // the request was refused as invalid (4xx other than 429)
 	Rejected                        // admission control turned the request away (429/503 from slogate)
 	Shutdown                        // slogate cut the request short because it was shutting down
@@ -30,7 +31,8 @@ const (
 )
 
 var outcomeNames = [numOutcomes]string{
-	"ok", "client_cancelled", "upstream_error", "upstream_timeout", "aborted_midstream", "bad_request", "rejected",
+	"ok", "client_cancelled", "upstream_error", "upstream_timeout", "aborted_midstream", "engine_error", "bad_request",
+	"rejected",
 	"shutdown",
 }
 
@@ -103,6 +105,7 @@ type Result struct {
 	Tokens       TokenSource
 
 	Ended        bool   // the response ended properly: [DONE] for a stream, a complete body otherwise
+	ErrorEvent   bool   // the engine sent an error object in place of a chunk (vLLM and SGLang then still send [DONE])
 	FinishReason string // the engine's finish_reason, "" if none arrived
 
 	// Set by the proxy from admission control: the request's tier ("" when admission is

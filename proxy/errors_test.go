@@ -311,3 +311,33 @@ func TestClientGoesAwayBeforeAnswer(t *testing.T) {
 		t.Errorf("observed %+v; want client_cancelled, 499, no output", r)
 	}
 }
+
+// TestEngineErrorEvent checks a generation that fails after 5 tokens, which both engines
+// end with an error event (vLLM nested under "error", SGLang flat with "object": "error")
+// and then still [DONE]: the client gets the event as the engine sent it, and the request
+// is reported as engine_error, never ok. The OpenAI SDK raises vLLM's form; SGLang's flat
+// form it takes for an empty chunk, and the stream ends without an error — which is why
+// slogate must not take the [DONE] after it for success.
+func TestEngineErrorEvent(t *testing.T) {
+	for _, flavor := range []enginesim.Flavor{enginesim.FlavorVLLM, enginesim.FlavorSGLang} {
+		for _, chat := range []bool{false, true} {
+			t.Run(fmt.Sprintf("%s/chat=%v", flavor, chat), func(t *testing.T) {
+				s, f := startEnv(t, enginesim.Config{Flavor: flavor})
+				outputs, err := sdkBroken(f.hs.URL, f.hs.Client(), chat, "error_after=5")
+				raised := err != nil && strings.Contains(err.Error(), "simulated generation failure")
+				if want := flavor == enginesim.FlavorVLLM; raised != want || !want && err != nil {
+					t.Errorf("SDK error %v; want it raised: %v", err, want)
+				}
+				if outputs != 5 {
+					t.Errorf("the SDK yielded %d chunks with output before the error, want 5", outputs)
+				}
+				r := f.obs.last(t, 1).res
+				if r.Outcome != measure.EngineError || !r.ErrorEvent || !r.Ended || r.Status != http.StatusOK || r.OutputChunks != 5 {
+					t.Errorf("observed %v (error event %v, ended %v, status %d, %d outputs); want engine_error after 5 outputs and [DONE]",
+						r.Outcome, r.ErrorEvent, r.Ended, r.Status, r.OutputChunks)
+				}
+				engineFreed(t, s, 0)
+			})
+		}
+	}
+}

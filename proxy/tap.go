@@ -172,9 +172,10 @@ func (t *sseTap) event(ev wire.Event) error {
 		t.ex.done = true
 	default:
 		c, err := wire.ScanChunk(ev.Data)
-		if err != nil || c.IsError {
+		if err != nil {
 			break // not a chunk: forwarded, not measured
 		}
+		// An error object is measured (the answer failed) and forwarded like a chunk.
 		t.ex.rec.Chunk(c)
 		t.ex.live.output(t.ex.rec.Outputs())
 		if t.ex.inject && c.UsageOnly() {

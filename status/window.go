@@ -150,7 +150,7 @@ type tally struct {
 func (t *tally) add(r record, slo admission.SLO) {
 	t.Requests++
 	switch r.outcome {
-	case measure.UpstreamError, measure.UpstreamTimeout, measure.AbortedMidstream:
+	case measure.UpstreamError, measure.UpstreamTimeout, measure.AbortedMidstream, measure.EngineError:
 		t.Failed++
 	case measure.Rejected:
 		t.Rejected++

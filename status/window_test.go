@@ -84,12 +84,12 @@ func TestWindowSummary(t *testing.T) {
 			"all":   {SLO: sloDef, Requests: 7, Judged: 6, Met: 3, P95TTFT: 900 * ms, P95TPOT: 15 * ms},
 		}},
 		{name: "outcomes counted, not judged", steps: []step{
-			at(ended("long", measure.UpstreamError)), at(ended("long", measure.AbortedMidstream)),
+			at(ended("long", measure.UpstreamError)), at(ended("long", measure.AbortedMidstream)), at(ended("long", measure.EngineError)),
 			at(ended("long", measure.Rejected)), at(ended("long", measure.ClientCancelled)), at(ended("long", measure.BadRequest)),
 		}, want: map[string]Live{
 			"short": {Tier: "short", SLO: sloShort},
-			"long":  {Tier: "long", SLO: sloLong, Requests: 5, Failed: 2, Rejected: 1, Cancelled: 1},
-			"all":   {SLO: sloDef, Requests: 5, Failed: 2, Rejected: 1, Cancelled: 1},
+			"long":  {Tier: "long", SLO: sloLong, Requests: 6, Failed: 3, Rejected: 1, Cancelled: 1},
+			"all":   {SLO: sloDef, Requests: 6, Failed: 3, Rejected: 1, Cancelled: 1},
 		}},
 		{name: "unclassified and unknown tiers take the default SLO", steps: []step{
 			at(stream("", 1500*ms, 50*ms)), at(stream("gone", 3*time.Second, 50*ms)),

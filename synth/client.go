@@ -60,11 +60,13 @@ var probeClient = &http.Client{Transport: &http.Transport{
 type Failure uint8
 
 // The failures, in the order the success rules check them (shared/seeds/003: HTTP
-// success, non-empty output, the end marker, valid usage, exact output length).
+// success, no error in the answer, non-empty output, the end marker, valid usage, exact
+// output length).
 const (
 	NoFailure   Failure = iota
 	Transport           // no HTTP answer, or the stream broke off
 	HTTPStatus          // an answer other than 200
+	EngineError         // the engine reported an error inside the stream (measure.EngineError)
 	EmptyOutput         // no output at all
 	NoEndMarker         // the stream ended without [DONE]
 	BadUsage            // no usage report, or one without prompt or completion tokens
@@ -73,7 +75,7 @@ const (
 	numFailures
 )
 
-var failureNames = [numFailures]string{"none", "transport", "http_status", "empty_output", "no_end_marker", "bad_usage", "wrong_length", "cut"}
+var failureNames = [numFailures]string{"none", "transport", "http_status", "engine_error", "empty_output", "no_end_marker", "bad_usage", "wrong_length", "cut"}
 
 func (f Failure) String() string {
 	if f < numFailures {
@@ -193,6 +195,8 @@ func (t *Target) read(body io.Reader, rec *measure.Recorder, windowEnd time.Time
 // judge applies the success rules to a stream that ended.
 func judge(s Sample, target int) Failure {
 	switch {
+	case s.Res.ErrorEvent:
+		return EngineError
 	case s.Res.OutputChunks == 0:
 		return EmptyOutput
 	case !s.Res.Ended:

@@ -131,6 +131,19 @@ func TestSendFailures(t *testing.T) {
 			hs.Close()
 			return newTarget(t, hs.URL, "m")
 		}, Transport, 0},
+		{"engine error (fault error_after=3, vLLM's nested error event)", func(*testing.T) *Target { return faulty(sim, "error_after=3") }, EngineError, 200},
+		{"engine error (fault error_after=3, SGLang's flat error event)", func(t *testing.T) *Target {
+			return faulty(startSim(t, enginesim.Config{Flavor: enginesim.FlavorSGLang}).target(t, "sim-tiny"), "error_after=3")
+		}, EngineError, 200},
+		{"engine error (an error event amid a stream that is otherwise complete)", upstreamTarget(func(w http.ResponseWriter, r *http.Request) {
+			s := startSSE(w)
+			for i := range output {
+				s.data(textChunk(" x", input, i+1, ""))
+			}
+			s.data(`{"error": {"message": "boom", "type": "InternalServerError", "param": null, "code": 500}}`)
+			s.data(usageChunk(input, output))
+			s.data("[DONE]")
+		}), EngineError, 200},
 		{"empty output (usage and [DONE] only)", upstreamTarget(stream(0, input, 0, true, false)), EmptyOutput, 200},
 		{"empty output (chunks without text)", upstreamTarget(func(w http.ResponseWriter, r *http.Request) {
 			s := startSSE(w)
