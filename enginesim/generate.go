@@ -93,6 +93,12 @@ func (s *Server) admitJob(r *http.Request) (*job, int, *wire.APIError) {
 	if err != nil {
 		return nil, http.StatusBadRequest, badRequest(err.Error())
 	}
+	if s.cfg.Flavor == FlavorVLLM {
+		// vLLM honours continuous_usage_stats only together with include_usage
+		// (vllm/entrypoints/serve/utils/api_utils.py, should_include_usage); SGLang
+		// honours it alone (python/sglang/srt/entrypoints/openai/utils.py).
+		req.ContinuousUsage = req.ContinuousUsage && req.IncludeUsage
+	}
 	j := &job{req: req, model: p.Model, prompt: len(ids), faults: s.cfg.Faults.merge(faults), created: time.Now().Unix()}
 	if route == wire.RouteChatCompletions {
 		var tools bool

@@ -45,6 +45,8 @@ func TestStreamThroughSDK(t *testing.T) {
 			if tc.includeUsage {
 				so.IncludeUsage = openai.Bool(true)
 			}
+			// The simulator is vLLM: continuous usage only together with include_usage.
+			continuous := tc.continuous && tc.includeUsage
 			var got sdkStream
 			want := promptTokens
 			if tc.chat {
@@ -54,14 +56,14 @@ func TestStreamThroughSDK(t *testing.T) {
 					Messages:      []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
 					MaxTokens:     openai.Int(16),
 					StreamOptions: so,
-				}, opts...), want, tc.continuous)
+				}, opts...), want, continuous)
 			} else {
 				got = readCompletionStream(t, sim.client.Completions.NewStreaming(context.Background(), openai.CompletionNewParams{
 					Model:         tinyModel,
 					Prompt:        openai.CompletionNewParamsPromptUnion{OfString: openai.String(prompt)},
 					MaxTokens:     openai.Int(16),
 					StreamOptions: so,
-				}, opts...), want, tc.continuous)
+				}, opts...), want, continuous)
 			}
 			if got.tokenChunks != 16 {
 				t.Errorf("chunks with output = %d, want 16 (one token per chunk)", got.tokenChunks)
@@ -295,4 +297,32 @@ func TestNonStreamingThroughSDK(t *testing.T) {
 			t.Errorf("envelope = id %q object %q", res.ID, res.Object)
 		}
 	})
+}
+
+// TestContinuousUsageAlone checks what each engine does with continuous_usage_stats sent
+// without include_usage: vLLM ignores it (should_include_usage in
+// vllm/entrypoints/serve/utils/api_utils.py), SGLang puts usage on every chunk
+// (python/sglang/srt/entrypoints/openai/utils.py); neither sends a usage-only chunk.
+func TestContinuousUsageAlone(t *testing.T) {
+	for _, tc := range []struct {
+		flavor Flavor
+		usage  bool // chunks carry usage
+	}{{FlavorVLLM, false}, {FlavorSGLang, true}} {
+		t.Run(string(tc.flavor), func(t *testing.T) {
+			sim := startSim(t, Config{Flavor: tc.flavor})
+			got := sim.stream(context.Background(), "/v1/completions",
+				`{"prompt":"hi","max_tokens":4,"ignore_eos":true,"stream":true,"stream_options":{"continuous_usage_stats":true}}`, nil, nil)
+			if len(got.chunks) == 0 || !got.done {
+				t.Fatalf("stream: %d chunks, [DONE] %v", len(got.chunks), got.done)
+			}
+			for i, c := range got.chunks {
+				if (c.Usage != nil) != tc.usage {
+					t.Errorf("chunk %d usage %+v; want usage on chunks: %v", i, c.Usage, tc.usage)
+				}
+			}
+			if n := len(got.usageOnly()); n != 0 {
+				t.Errorf("%d usage-only chunks, want none", n)
+			}
+		})
+	}
 }

@@ -79,7 +79,10 @@ func (p *Proxy) open(w http.ResponseWriter, r *http.Request, route wire.Route) (
 		return nil, false
 	}
 	ex.req, ex.body = req, body
-	ex.inject = p.cfg.InjectUsage && req.Stream && !req.IncludeUsage && !req.ContinuousUsage
+	// continuous_usage_stats alone is not enough: vLLM honours it only together with
+	// include_usage (vllm/entrypoints/serve/utils/api_utils.py, should_include_usage), so
+	// such a stream would carry no usage at all.
+	ex.inject = p.cfg.InjectUsage && req.Stream && !req.IncludeUsage
 	if ex.class != admission.Probe { // probes are measured by the prober, not in live metrics
 		ex.onGap = p.gapObserver(req)
 	}
@@ -148,7 +151,7 @@ func (p *Proxy) refuse(ex *exchange, w http.ResponseWriter, status int, msg stri
 func (ex *exchange) rewrite(out *http.Request) {
 	body := ex.body
 	if ex.inject {
-		body = withUsage(body)
+		body = withUsage(body, ex.req.ContinuousUsage)
 	}
 	out.Body = io.NopCloser(bytes.NewReader(body))
 	out.ContentLength = int64(len(body))
@@ -161,19 +164,27 @@ func (ex *exchange) rewrite(out *http.Request) {
 }
 
 // usageOption asks for a usage report at the end of the stream and nothing else: a
-// continuous report would change every chunk the client sees.
-const usageOption = `,"stream_options":{"include_usage":true,"continuous_usage_stats":false}}`
+// continuous report would change every chunk the client sees. continuousOption keeps the
+// continuous report a client asked for, which vLLM sends only with include_usage.
+const (
+	usageOption      = `,"stream_options":{"include_usage":true,"continuous_usage_stats":false}}`
+	continuousOption = `,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`
+)
 
-// withUsage returns body, a non-empty JSON object, with usageOption as its last member;
-// the bytes after the object (whitespace) are kept. The engines' JSON parsers keep the
-// last of duplicate keys, so it overrides any stream_options the client sent. One copy
-// of the body costs less than the 32 KiB buffer the transport would allocate to send a
-// multi-part reader.
-func withUsage(body []byte) []byte {
+// withUsage returns body, a non-empty JSON object, with usageOption (continuousOption
+// when continuous) as its last member; the bytes after the object (whitespace) are kept.
+// The engines' JSON parsers keep the last of duplicate keys, so it overrides any
+// stream_options the client sent. One copy of the body costs less than the 32 KiB buffer
+// the transport would allocate to send a multi-part reader.
+func withUsage(body []byte, continuous bool) []byte {
+	option := usageOption
+	if continuous {
+		option = continuousOption
+	}
 	end := bytes.LastIndexByte(body, '}')
-	out := make([]byte, 0, len(body)+len(usageOption)-1)
+	out := make([]byte, 0, len(body)+len(option)-1)
 	out = append(out, body[:end]...)
-	out = append(out, usageOption...)
+	out = append(out, option...)
 	return append(out, body[end+1:]...)
 }
 

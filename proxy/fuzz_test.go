@@ -70,15 +70,14 @@ func FuzzProxyRequest(f *testing.F) {
 }
 
 // fuzzEngine accepts only what an engine would read as a valid request, asking for usage
-// at the end of every stream (slogate injects it) unless the client asked for
-// continuous usage, and answers it with fuzzAnswer.
+// at the end of every stream (slogate injects it), and answers it with fuzzAnswer.
 func fuzzEngine(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	req, err := wire.Inspect(wire.RouteOf(r.URL.Path), body)
 	switch {
 	case !json.Valid(body) || err != nil:
 		http.Error(w, fmt.Sprintf("forwarded an invalid request (%v)", err), http.StatusTeapot)
-	case req.Stream && !req.ContinuousUsage && !req.IncludeUsage:
+	case req.Stream && !req.IncludeUsage:
 		http.Error(w, "forwarded a stream without include_usage", http.StatusTeapot)
 	default:
 		replay(fuzzAnswer, 0)(w, r)

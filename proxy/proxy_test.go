@@ -126,7 +126,10 @@ func within(t *testing.T, what string, got, want time.Duration) bool {
 // appended when slogate injects it, the client's bytes untouched otherwise, and a
 // Content-Length that matches.
 func TestInjectedBody(t *testing.T) {
-	const usage = `,"stream_options":{"include_usage":true,"continuous_usage_stats":false}}`
+	const (
+		usage      = `,"stream_options":{"include_usage":true,"continuous_usage_stats":false}}`
+		continuous = `,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`
+	)
 	cases := []struct {
 		name   string
 		inject bool
@@ -171,8 +174,22 @@ func TestInjectedBody(t *testing.T) {
 		},
 		{name: "inject off", path: "/v1/completions", body: `{"prompt":"hi","stream":true}`},
 		{name: "client asked for usage", inject: true, path: "/v1/completions", body: `{"prompt":"hi","stream":true,"stream_options":{"include_usage":true}}`},
-		{name: "client asked for continuous usage", inject: true, path: "/v1/chat/completions", body: `{"messages":[],"stream":true,"stream_options":{"continuous_usage_stats":true}}`},
-		{name: "client asked for continuous usage at top level", inject: true, path: "/v1/completions", body: `{"prompt":"hi","stream":true,"continuous_usage_stats":true}`},
+		{
+			// vLLM ignores continuous_usage_stats without include_usage: slogate adds it.
+			name:   "client asked for continuous usage alone",
+			inject: true,
+			path:   "/v1/chat/completions",
+			body:   `{"messages":[],"stream":true,"stream_options":{"continuous_usage_stats":true}}`,
+			want:   `{"messages":[],"stream":true,"stream_options":{"continuous_usage_stats":true}` + continuous,
+		},
+		{
+			name:   "client asked for continuous usage at top level",
+			inject: true,
+			path:   "/v1/completions",
+			body:   `{"prompt":"hi","stream":true,"continuous_usage_stats":true}`,
+			want:   `{"prompt":"hi","stream":true,"continuous_usage_stats":true` + continuous,
+		},
+		{name: "client asked for usage and continuous usage", inject: true, path: "/v1/completions", body: `{"prompt":"hi","stream":true,"stream_options":{"include_usage":true,"continuous_usage_stats":true}}`},
 		{name: "not streaming", inject: true, path: "/v1/completions", body: `{"prompt":"hi","stream":false}`},
 		{name: "stream absent", inject: true, path: "/v1/chat/completions", body: `{"messages":[]}`},
 	}
@@ -454,5 +471,34 @@ func TestProbeClassNeedsTrust(t *testing.T) {
 				return n == 0 && f.obs.count() == want, fmt.Sprintf("%d in flight, %d observed", n, f.obs.count())
 			})
 		})
+	}
+}
+
+// TestContinuousUsageAlone checks a stream whose client asked for continuous_usage_stats
+// without include_usage, from a vLLM that speculates (several tokens per chunk). vLLM
+// would send no usage at all for it, so slogate adds include_usage: the output tokens are
+// the engine's exact count, not the chunk count, the client gets the usage on every chunk
+// it asked for, and not the usage-only chunk slogate added.
+func TestContinuousUsageAlone(t *testing.T) {
+	p := tinyProfile(t, func(p *enginesim.Profile) { p.Speculation = enginesim.Speculation{DraftTokens: 3, AcceptRate: 1} })
+	_, f := startEnv(t, enginesim.Config{Profile: p})
+	resp := send(context.Background(), t, f.hs.Client(), http.MethodPost, f.hs.URL+"/v1/completions",
+		`{"model":"sim-tiny","prompt":"hi","max_tokens":24,"ignore_eos":true,"stream":true,"stream_options":{"continuous_usage_stats":true}}`, nil)
+	defer resp.Body.Close()
+	got := readSSE(resp.Body, nil)
+	if !got.done || got.err != nil {
+		t.Fatalf("stream: [DONE] %v, err %v", got.done, got.err)
+	}
+	for i, c := range got.chunks {
+		if c.UsageOnly() {
+			t.Errorf("chunk %d is the usage-only chunk slogate asked for", i)
+		}
+		if c.Usage == nil {
+			t.Errorf("chunk %d carries no usage; the client asked for it on every chunk", i)
+		}
+	}
+	r := f.obs.last(t, 1).res
+	if r.Tokens != measure.TokensUsage || r.OutputTokens != 24 || r.OutputChunks >= 24 {
+		t.Errorf("observed %d tokens from %s in %d chunks; want 24 from usage in fewer chunks", r.OutputTokens, r.Tokens, r.OutputChunks)
 	}
 }
