@@ -40,6 +40,9 @@ func (c *Controller) engineState(now time.Time, n int) Reason {
 	if !fresh && s.FailClosed {
 		return EngineDown
 	}
+	if fresh && snap.Sleeping { // vLLM sleep mode: the engine answers but serves nothing
+		return EngineDown
+	}
 	// A request that fits the engine alone is never held for slogate's own count: with
 	// nothing in flight it can only be the engine's limits that stop it.
 	capacity := snap.KVCapacityTokens
@@ -48,7 +51,14 @@ func (c *Controller) engineState(now time.Time, n int) Reason {
 			return Saturated
 		}
 	}
-	if fresh && (snap.Waiting >= s.QueueDepth || snap.KVUsage >= s.KVUsage) { // NaN compares false
+	// Where the engine says why requests wait (vLLM reason=capacity), only those
+	// waiting for room count: deferred ones (e.g. long prefills held back by design)
+	// are no sign of saturation.
+	waiting := snap.Waiting
+	if engine.Known(snap.WaitingCapacity) {
+		waiting = snap.WaitingCapacity
+	}
+	if fresh && (waiting >= s.QueueDepth || snap.KVUsage >= s.KVUsage) { // NaN compares false
 		return Saturated
 	}
 	return NoReason

@@ -33,10 +33,9 @@ func enginePanels() []cog.Builder[dashboard.Panel] {
 		singleStat("Served models", "Models the engines list on /v1/models (the values of the model label), the most of any selected pod.", unitCount,
 			query("max ("+sel("slogate_engine_served_models")+")", "models")).
 			ColorMode(common.BigValueColorModeNone),
-		graph("Engine queue and running batch", "Requests waiting in the engine's queue and in its running batch, per pod; SGLang also reports the requests it retracted from the batch right now (its preemption).", unitCount,
+		graph("Engine queue and running batch", "Requests waiting in the engine's queue and in its running batch, per pod.", unitCount,
 			query(sel("slogate_engine_waiting_requests"), "waiting {{pod}}"),
-			query(sel("slogate_engine_running_requests"), "running {{pod}}"),
-			query(sel("slogate_engine_retracted_requests"), "retracted {{pod}}")).
+			query(sel("slogate_engine_running_requests"), "running {{pod}}")).
 			Min(0),
 		ratioGraph("KV-cache usage", "Fraction of the engine's KV cache in use, per pod (the fullest instance if the engine reports several).",
 			query(sel("slogate_engine_kv_cache_usage_ratio"), "{{pod}}")),

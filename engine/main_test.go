@@ -36,6 +36,9 @@ func measurementDiff(got, want Snapshot) []string {
 	if got.Kind != want.Kind {
 		out = append(out, fmt.Sprintf("Kind = %v, want %v", got.Kind, want.Kind))
 	}
+	if got.Sleeping != want.Sleeping {
+		out = append(out, fmt.Sprintf("Sleeping = %v, want %v", got.Sleeping, want.Sleeping))
+	}
 	for _, f := range []struct {
 		name      string
 		got, want float64
@@ -47,6 +50,14 @@ func measurementDiff(got, want Snapshot) []string {
 		{"PrefixHitRatio", got.PrefixHitRatio, want.PrefixHitRatio},
 		{"Preemptions", got.Preemptions, want.Preemptions},
 		{"SpecAcceptRate", got.SpecAcceptRate, want.SpecAcceptRate},
+		{"WaitingCapacity", got.WaitingCapacity, want.WaitingCapacity},
+		{"KVUsedTokens", got.KVUsedTokens, want.KVUsedTokens},
+		{"KVAvailableTokens", got.KVAvailableTokens, want.KVAvailableTokens},
+		{"SpecAcceptLength", got.SpecAcceptLength, want.SpecAcceptLength},
+		{"QueueTimeMean", got.QueueTimeMean, want.QueueTimeMean},
+		{"LoRARunning", got.LoRARunning, want.LoRARunning},
+		{"LoRAWaiting", got.LoRAWaiting, want.LoRAWaiting},
+		{"LoRAMax", got.LoRAMax, want.LoRAMax},
 	} {
 		if !floatEq(f.got, f.want) {
 			out = append(out, fmt.Sprintf("%s = %v, want %v", f.name, f.got, f.want))
@@ -61,6 +72,10 @@ func fields(s Snapshot) map[string]float64 {
 		"Waiting": s.Waiting, "Running": s.Running, "KVUsage": s.KVUsage,
 		"KVCapacityTokens": s.KVCapacityTokens, "PrefixHitRatio": s.PrefixHitRatio,
 		"Preemptions": s.Preemptions, "SpecAcceptRate": s.SpecAcceptRate,
+		"WaitingCapacity": s.WaitingCapacity, "KVUsedTokens": s.KVUsedTokens,
+		"KVAvailableTokens": s.KVAvailableTokens, "SpecAcceptLength": s.SpecAcceptLength,
+		"QueueTimeMean": s.QueueTimeMean, "LoRARunning": s.LoRARunning,
+		"LoRAWaiting": s.LoRAWaiting, "LoRAMax": s.LoRAMax,
 	}
 }
 

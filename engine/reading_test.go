@@ -3,18 +3,21 @@ package engine
 import (
 	"bytes"
 	"errors"
-	"fmt"
 	"strings"
 	"testing"
 )
 
 // want builds the expected snapshot of a fixture.
+// The fields it does not take are unknown; with sets them.
 func want(k Kind, waiting, running, kv, capacity, prefix, preempt, spec float64) Snapshot {
-	return Snapshot{
-		Kind: k, Waiting: waiting, Running: running, KVUsage: kv, KVCapacityTokens: capacity,
-		PrefixHitRatio: prefix, Preemptions: preempt, SpecAcceptRate: spec,
-	}
+	s := NewSnapshot()
+	s.Kind, s.Waiting, s.Running, s.KVUsage, s.KVCapacityTokens = k, waiting, running, kv, capacity
+	s.PrefixHitRatio, s.Preemptions, s.SpecAcceptRate = prefix, preempt, spec
+	return s
 }
+
+// with returns s changed by f.
+func with(s Snapshot, f func(s *Snapshot)) Snapshot { f(&s); return s }
 
 // TestReadFixtures reads every exposition in testdata and checks every Snapshot field.
 func TestReadFixtures(t *testing.T) {
@@ -25,28 +28,54 @@ func TestReadFixtures(t *testing.T) {
 	}{
 		// vLLM v1 with data parallelism: queues, counters and capacities add up over
 		// engine="0" and "1", usage is the fuller engine's. Capacity comes from
-		// kv_cache_size_tokens (551520 per engine); spec acceptance is accepted draft
-		// tokens / draft tokens (2400/4800), not / drafts (1600).
-		{file: "vllm_v1_dp.prom", want: want(KindVLLM, 3, 19, 0.4375, 2*551520, 80000.0/200000, 5, 0.5)},
+		// kv_cache_size_tokens (551520 per engine). One reading has no window: the
+		// ratios are unknown (TestScrapeWindowRatio covers them).
+		{file: "vllm_v1_dp.prom", want: want(KindVLLM, 3, 19, 0.4375, 2*551520, nan, 5, nan)},
 		// vLLM 0.8: gpu_cache_usage_perc and gpu_prefix_cache_*; capacity only from
 		// num_gpu_blocks x block_size (27000 x 16).
-		{file: "vllm_v08_old_names.prom", want: want(KindVLLM, 9, 4, 0.9875, 432000, 0.25, 17, nan)},
+		{file: "vllm_v08_old_names.prom", want: want(KindVLLM, 9, 4, 0.9875, 432000, nan, 17, nan)},
 		// A hybrid model: kv_cache_size_tokens (1134784) wins over the block product
-		// (544 x 522 = 283968). No prefix-cache queries yet: the ratio is unknown.
+		// (544 x 522 = 283968).
 		{file: "vllm_v1_hybrid.prom", want: want(KindVLLM, 0, 0, 0, 1134784, nan, 0, nan)},
 		// What prometheus_client writes as OpenMetrics: counters typed without _total,
 		// _created inside the family, a final # EOF. kv_cache_size_tokens="None" falls
 		// back to the product 16 x 4096.
-		{file: "vllm_v1_openmetrics.prom", want: want(KindVLLM, 1, 2, 0.0625, 65536, 0.25, 3, nan)},
+		{file: "vllm_v1_openmetrics.prom", want: want(KindVLLM, 1, 2, 0.0625, 65536, nan, 3, nan)},
+		// vLLM with two DP engines, engine 1 asleep (sleep level 1): the engine sleeps.
+		// 9 of engine 0's 12 waiting requests wait for capacity; lora_requests_info keeps
+		// every label set it was ever set to, the newest (largest value) is current:
+		// 2 adapters running, 3 waiting, max_lora 4. Adapter names are not read.
+		{file: "vllm_v1_sleep_lora_spec.prom", want: with(want(KindVLLM, 12, 6, 0.8, 200000, nan, 4, nan), func(s *Snapshot) {
+			s.Sleeping, s.WaitingCapacity = true, 9
+			s.LoRARunning, s.LoRAWaiting, s.LoRAMax = 2, 3, 4
+		})},
 		// SGLang 0.5: capacity from cache_config_info page_size x num_pages (64 x 5120);
-		// the ratios are the engine's own gauges; num_retracted_reqs carries a pid label.
-		{file: "sglang_cache_config.prom", want: want(KindSGLang, 6, 24, 0.31, 327680, 0.4210526315789474, 2, 0.63)},
-		// SGLang with two DP ranks and max_total_num_tokens: ranks add up, usage and
-		// hit rate are the fuller rank's, no speculative decoding.
-		{file: "sglang_dp_max_total.prom", want: want(KindSGLang, 4, 24, 0.61, 2*327680, 0.35, 1, nan)},
+		// cache_hit_rate and num_retracted_reqs are not read (per-batch, reset per log).
+		// Speculation: length 2.89 and rate 0.63 with the bonus token give a draft size
+		// of 2.89/0.63 and a rate without it of 0.63 x 1.89 / (2.89 - 0.63).
+		{file: "sglang_cache_config.prom", want: with(want(KindSGLang, 6, 24, 0.31, 327680, nan, nan, 0.63*1.89/(2.89-0.63)), func(s *Snapshot) {
+			s.SpecAcceptLength = 2.89
+		})},
+		// SGLang with two DP ranks and max_total_num_tokens: ranks add up, usage is the
+		// fuller rank's, no speculative decoding.
+		{file: "sglang_dp_max_total.prom", want: want(KindSGLang, 4, 24, 0.61, 2*327680, nan, nan, nan)},
 		// SGLang with --enable-metrics-for-all-schedulers at TP 2: both ranks report the
-		// same batch, which counts once.
-		{file: "sglang_all_schedulers.prom", want: want(KindSGLang, 2, 8, 0.125, 200000, 0.5, 1, 0.75)},
+		// same batch, which counts once. A rate gauge without the length is not enough.
+		{file: "sglang_all_schedulers.prom", want: want(KindSGLang, 2, 8, 0.125, 200000, nan, nan, nan)},
+		// SGLang --enable-priority-scheduling at DP 2: the totals are priority="", the
+		// priority="0","1" breakdown is not added to them (5+1 waiting, 12+10 running);
+		// spec_accept_* 0 means no speculation.
+		{file: "sglang_priority_dp.prom", want: want(KindSGLang, 6, 22, 0.42, 800000, nan, 9, nan)},
+		// SGLang just after start: only cache_config_info until the first batch or the
+		// idle log. Recognised, capacity known, the rest unknown.
+		{file: "sglang_idle_start.prom", want: want(KindSGLang, nan, nan, nan, 327680, nan, nan, nan)},
+		// SGLang 0.5.11 gauges: max_total_num_tokens 0 before the first log, so the
+		// capacity is page_size x num_pages (16 x 65088); kv_used/available_tokens; the
+		// retraction counter; speculation length 3, rate 0.75 with the bonus token:
+		// 4 draft slots, 2 of 3 drafts accepted.
+		{file: "sglang_v0511_gauges.prom", want: with(want(KindSGLang, 0, 3, 0.05, 16*65088, nan, 11, 2.0/3), func(s *Snapshot) {
+			s.KVUsedTokens, s.KVAvailableTokens, s.SpecAcceptLength = 52070, 900000, 3
+		})},
 		{file: "none.prom", err: ErrUnrecognised},
 		{file: "malformed.prom", err: ErrMalformed},
 	}
@@ -128,7 +157,7 @@ func TestReadEdgeCases(t *testing.T) {
 				`vllm:gpu_prefix_cache_hits_total{engine="0"} 90`,
 				`vllm:gpu_prefix_cache_queries_total{engine="0"} 100`,
 			),
-			want: want(KindVLLM, nan, nan, 0.5, nan, 0.1, nan, nan),
+			want: want(KindVLLM, nan, nan, 0.5, nan, nan, nan, nan),
 		},
 		{
 			name: "untyped samples without HELP or TYPE",
@@ -212,8 +241,13 @@ func TestReadEdgeCases(t *testing.T) {
 		},
 		{
 			name: "an engine prefix without a known metric",
-			text: vllmText(`vllm:cache_config_info{block_size="16",num_gpu_blocks="10"} 1`),
+			text: vllmText(`vllm:some_future_metric{engine="0"} 1`),
 			err:  ErrUnrecognised,
+		},
+		{
+			name: "the info metric alone is an engine starting up",
+			text: vllmText(`vllm:cache_config_info{block_size="16",num_gpu_blocks="10"} 1`),
+			want: want(KindVLLM, nan, nan, nan, 160, nan, nan, nan),
 		},
 		{name: "empty exposition", text: "", err: ErrUnrecognised},
 		{
@@ -246,76 +280,6 @@ func TestReadEdgeCases(t *testing.T) {
 			}
 		})
 	}
-}
-
-// counters is a vLLM exposition with the two counter pairs that give ratios.
-func counters(hits, queries, accepted, drafted float64) string {
-	return vllmText(
-		`vllm:num_requests_running{engine="0"} 0`,
-		fmt.Sprintf(`vllm:prefix_cache_hits_total{engine="0"} %v`, hits),
-		fmt.Sprintf(`vllm:prefix_cache_queries_total{engine="0"} %v`, queries),
-		fmt.Sprintf(`vllm:spec_decode_num_accepted_tokens_total{engine="0"} %v`, accepted),
-		fmt.Sprintf(`vllm:spec_decode_num_draft_tokens_total{engine="0"} %v`, drafted),
-	)
-}
-
-// TestIntervalRatios checks that the prefix-cache hit ratio and the speculative
-// acceptance rate cover the interval since the previous reading when the counters
-// allow it, and fall back to the cumulative ratio when they do not.
-func TestIntervalRatios(t *testing.T) {
-	type pair struct{ num, den float64 }
-	tests := []struct {
-		name      string
-		prev, cur *pair // prev nil: no previous reading
-		want      float64
-	}{
-		{name: "first reading: cumulative", cur: &pair{100, 400}, want: 0.25},
-		{name: "ratio of the deltas", prev: &pair{100, 400}, cur: &pair{400, 1000}, want: 0.5},
-		{name: "no traffic since: cumulative", prev: &pair{100, 400}, cur: &pair{100, 400}, want: 0.25},
-		{name: "counter reset: cumulative", prev: &pair{1000, 4000}, cur: &pair{30, 100}, want: 0.3},
-		{name: "numerator reset alone: cumulative", prev: &pair{300, 400}, cur: &pair{10, 500}, want: 0.02},
-		{name: "previous reading lacks the counters: cumulative", prev: &pair{nan, nan}, cur: &pair{100, 400}, want: 0.25},
-		{name: "no traffic ever: unknown", prev: &pair{0, 0}, cur: &pair{0, 0}, want: nan},
-		{name: "nothing accepted in the interval", prev: &pair{100, 400}, cur: &pair{100, 600}, want: 0},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			for _, field := range []string{"PrefixHitRatio", "SpecAcceptRate"} {
-				mk := func(p *pair) reading {
-					if field == "PrefixHitRatio" {
-						return parse(t, counters(p.num, p.den, 0, 0))
-					}
-					return parse(t, counters(0, 0, p.num, p.den))
-				}
-				var prev *reading
-				if tt.prev != nil {
-					rd := mk(tt.prev)
-					prev = &rd
-				}
-				got := fields(mk(tt.cur).snapshot(prev))[field]
-				if !floatEq(got, tt.want) {
-					t.Errorf("%s = %v, want %v", field, got, tt.want)
-				}
-			}
-		})
-	}
-
-	t.Run("previous reading of another engine: cumulative", func(t *testing.T) {
-		prev := parse(t, counters(100, 400, 100, 400))
-		prev.kind = KindSGLang
-		got := parse(t, counters(400, 1000, 400, 1000)).snapshot(&prev)
-		if !floatEq(got.PrefixHitRatio, 0.4) || !floatEq(got.SpecAcceptRate, 0.4) {
-			t.Errorf("ratios = %v, %v; want 0.4, 0.4", got.PrefixHitRatio, got.SpecAcceptRate)
-		}
-	})
-	t.Run("an engine's own ratio gauge wins", func(t *testing.T) {
-		text := vllmText(`sglang:num_running_reqs 0`, `sglang:cache_hit_rate 0.125`, `sglang:spec_accept_rate 0.875`)
-		prev := parse(t, text)
-		got := parse(t, text).snapshot(&prev)
-		if got.PrefixHitRatio != 0.125 || got.SpecAcceptRate != 0.875 {
-			t.Errorf("ratios = %v, %v; want 0.125, 0.875", got.PrefixHitRatio, got.SpecAcceptRate)
-		}
-	})
 }
 
 func TestParseKind(t *testing.T) {

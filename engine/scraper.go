@@ -53,7 +53,7 @@ type Scraper struct {
 	latest atomic.Pointer[Snapshot]
 
 	mu       sync.Mutex // guards the fields below (held by Scrape only)
-	prev     *reading
+	window   window
 	models   []string
 	modelsAt time.Time
 }
@@ -124,9 +124,9 @@ func (s *Scraper) Scrape(ctx context.Context) Snapshot {
 		s.latest.Store(&down)
 		return down
 	}
-	snap := rd.snapshot(s.prev)
-	s.prev = &rd
-	snap.Up, snap.At = true, s.clock.Now()
+	now := s.clock.Now()
+	snap := rd.snapshot(s.window.add(now, rd))
+	snap.Up, snap.At = true, now
 	snap.Models = s.servedModels(ctx)
 	s.latest.Store(&snap)
 	return snap

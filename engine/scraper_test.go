@@ -271,24 +271,48 @@ func TestScrapeDown(t *testing.T) {
 	}
 }
 
-// TestScrapeIntervalRatio checks that successive scrapes give the ratio of the counter
-// deltas, and the cumulative ratio across a restart of the engine.
-func TestScrapeIntervalRatio(t *testing.T) {
-	e := &fakeEngine{metrics: counters(100, 400, 10, 100)}
-	sc, _, _ := startFake(t, e, KindAuto)
+// counters is a vLLM exposition with the counter pairs that give ratios: prefix-cache
+// hits and queries, accepted draft tokens and draft tokens (with one draft per 4 draft
+// tokens).
+func counters(hits, queries, accepted, drafted float64) string {
+	return vllmText(
+		`vllm:num_requests_running{engine="0"} 0`,
+		fmt.Sprintf(`vllm:prefix_cache_hits_total{engine="0"} %v`, hits),
+		fmt.Sprintf(`vllm:prefix_cache_queries_total{engine="0"} %v`, queries),
+		fmt.Sprintf(`vllm:spec_decode_num_accepted_tokens_total{engine="0"} %v`, accepted),
+		fmt.Sprintf(`vllm:spec_decode_num_draft_tokens_total{engine="0"} %v`, drafted),
+		fmt.Sprintf(`vllm:spec_decode_num_drafts_total{engine="0"} %v`, drafted/4),
+	)
+}
+
+// TestScrapeWindowRatio checks that the ratios cover about the last minute on the
+// scraper's clock: not the engine's whole life, not one scrape interval; unknown on the
+// first reading, after a restart and when the window saw no traffic.
+func TestScrapeWindowRatio(t *testing.T) {
+	e := &fakeEngine{}
+	sc, clock, _ := startFake(t, e, KindAuto)
 	ctx := context.Background()
 	steps := []struct {
-		metrics      string
+		after        time.Duration // clock advance before the scrape
+		metrics      string        // "" the engine answers 503
 		prefix, spec float64
 	}{
-		{counters(100, 400, 10, 100), 0.25, 0.1},  // first: cumulative
-		{counters(400, 1000, 70, 200), 0.5, 0.6},  // deltas 300/600, 60/100
-		{"", 0, 0},                                // engine down: no reading kept
-		{counters(700, 1600, 70, 200), 0.5, 0.35}, // deltas from the last good reading
-		{counters(10, 20, 1, 10), 0.5, 0.1},       // restart: cumulative
-		{counters(10, 20, 1, 10), 0.5, 0.1},       // idle: cumulative
+		{0, counters(100, 400, 10, 100), nan, nan},                 // first: no window yet
+		{10 * time.Second, counters(400, 1000, 70, 200), 0.5, 0.6}, // 300/600, 60/100
+		{10 * time.Second, "", 0, 0},                               // engine down: no reading kept
+		{10 * time.Second, counters(700, 1600, 70, 200), 0.5, 0.6}, // from the first: 600/1200, 60/100
+		// 60 s after the first: the window starts there, not at the previous scrape
+		// (which would give 0/0) and includes all of the last minute.
+		{30 * time.Second, counters(700, 1600, 70, 200), 0.5, 0.6},
+		// The first reading is out: the base is the newest one at least a minute old,
+		// the second (t=10 s), not the first one ever (which would give 0.5, 0.6).
+		{10 * time.Second, counters(1000, 1800, 90, 400), 600.0 / 800, 20.0 / 200},
+		{50 * time.Second, counters(10, 20, 1, 10), nan, nan}, // restart: no window
+		{5 * time.Second, counters(10, 20, 1, 10), nan, nan},  // idle since: unknown
+		{5 * time.Second, counters(10, 120, 1, 110), 0, 0},    // traffic, nothing hit
 	}
 	for i, st := range steps {
+		clock.Advance(st.after)
 		if st.metrics == "" {
 			e.set(func(e *fakeEngine) { e.status = http.StatusServiceUnavailable })
 			if s := sc.Scrape(ctx); s.Up {
@@ -301,6 +325,9 @@ func TestScrapeIntervalRatio(t *testing.T) {
 		s := sc.Scrape(ctx)
 		if !s.Up || !floatEq(s.PrefixHitRatio, st.prefix) || !floatEq(s.SpecAcceptRate, st.spec) {
 			t.Errorf("step %d: up %v, ratios %v, %v; want %v, %v (%v)", i, s.Up, s.PrefixHitRatio, s.SpecAcceptRate, st.prefix, st.spec, s.Err)
+		}
+		if wantLen := 1 + 4*st.spec; !floatEq(s.SpecAcceptLength, wantLen) {
+			t.Errorf("step %d: SpecAcceptLength %v, want %v", i, s.SpecAcceptLength, wantLen)
 		}
 	}
 }
@@ -353,7 +380,7 @@ func TestScrapeOpenMetrics(t *testing.T) {
 	if !s.Up {
 		t.Fatalf("Scrape: %v", s.Err)
 	}
-	for _, d := range measurementDiff(s, want(KindVLLM, 1, 2, 0.0625, 65536, 0.25, 3, nan)) {
+	for _, d := range measurementDiff(s, want(KindVLLM, 1, 2, 0.0625, 65536, nan, 3, nan)) {
 		t.Error(d)
 	}
 }

@@ -51,26 +51,43 @@ func ParseKind(s string) (Kind, error) {
 // engine does not expose are NaN; Known reports which are set. A Snapshot is a value: it
 // is safe to copy and to share once built.
 //
-// PrefixHitRatio and SpecAcceptRate cover the interval since the previous successful
-// scrape when the engine's counters grew in it; otherwise (first scrape, counter reset,
-// no traffic) they are cumulative. SGLang exports both as gauges, taken as they are.
+// PrefixHitRatio, SpecAcceptRate, SpecAcceptLength and QueueTimeMean cover about the
+// last minute (ratioWindow) on the scraper's clock: the growth of the engine's counters
+// from the newest reading at least a minute old (else the oldest kept) to this one. They
+// are unknown on the first scrape, after the engine restarted (a counter went back) and
+// when nothing happened in the window. SGLang's speculative-decoding figures are its own
+// gauges over its last decode-log interval, converted to the same definition.
 type Snapshot struct {
 	Kind Kind      // the engine detected or configured; KindAuto while unknown
 	Up   bool      // the last scrape succeeded and was recognised
 	At   time.Time // when the last successful scrape completed; zero if none yet
 	Err  error     // why the last scrape failed; nil when Up
 
+	// Sleeping is true when the engine says it sleeps (vLLM sleep mode:
+	// vllm:engine_sleep_state{sleep_state="awake"} 0 on any engine). A sleeping engine
+	// answers /metrics but serves nothing.
+	Sleeping bool
+
 	// Measurements are finite or NaN. Where the engine runs several data-parallel
 	// engines (vLLM engine="0","1"; SGLang dp_rank), counts and capacities add up over
-	// them and usage ratios take the fullest; SGLang tensor-parallel ranks reporting the
-	// same batch count once.
-	Waiting          float64 // requests waiting in the engine's queue
-	Running          float64 // requests in the running batch
-	KVUsage          float64 // fraction of the KV cache in use, 0-1 (the fullest engine if several)
-	KVCapacityTokens float64 // KV cache size in tokens (summed over engines)
-	PrefixHitRatio   float64 // prefix-cache hits / queried tokens since the previous scrape
-	Preemptions      float64 // cumulative preemptions (SGLang: retracted requests right now)
-	SpecAcceptRate   float64 // accepted / drafted speculative tokens since the previous scrape
+	// them and usage ratios take the fullest; tensor- or pipeline-parallel ranks
+	// reporting the same batch count once; a breakdown (SGLang priority="<n>") is not
+	// added to its total (priority="").
+	Waiting           float64 // requests waiting in the engine's queue
+	WaitingCapacity   float64 // of which wait for room in the KV cache or batch (vLLM reason="capacity")
+	Running           float64 // requests in the running batch
+	KVUsage           float64 // fraction of the KV cache in use, 0-1 (the fullest engine if several)
+	KVCapacityTokens  float64 // KV cache size in tokens (summed over engines)
+	KVUsedTokens      float64 // KV tokens in use (SGLang kv_used_tokens)
+	KVAvailableTokens float64 // KV tokens free (SGLang kv_available_tokens)
+	PrefixHitRatio    float64 // prefix-cache hit tokens / queried prompt tokens over the window
+	Preemptions       float64 // cumulative preemptions (vLLM) or retractions (SGLang), a counter
+	SpecAcceptRate    float64 // accepted / proposed draft tokens, the bonus token excluded
+	SpecAcceptLength  float64 // mean tokens per verify step, the bonus token included
+	QueueTimeMean     float64 // mean seconds requests waited in the engine's queue over the window
+	LoRARunning       float64 // LoRA adapters with running requests (vLLM)
+	LoRAWaiting       float64 // LoRA adapters with waiting requests (vLLM)
+	LoRAMax           float64 // LoRA adapters that fit in one batch (vLLM max_lora)
 
 	Models []string // served model names, from /v1/models
 }
@@ -79,8 +96,10 @@ type Snapshot struct {
 func NewSnapshot() Snapshot {
 	nan := math.NaN()
 	return Snapshot{
-		Waiting: nan, Running: nan, KVUsage: nan, KVCapacityTokens: nan,
-		PrefixHitRatio: nan, Preemptions: nan, SpecAcceptRate: nan,
+		Waiting: nan, WaitingCapacity: nan, Running: nan, KVUsage: nan, KVCapacityTokens: nan,
+		KVUsedTokens: nan, KVAvailableTokens: nan, PrefixHitRatio: nan, Preemptions: nan,
+		SpecAcceptRate: nan, SpecAcceptLength: nan, QueueTimeMean: nan,
+		LoRARunning: nan, LoRAWaiting: nan, LoRAMax: nan,
 	}
 }
 

@@ -43,19 +43,24 @@ var vllmSpec = flavorSpec{
 		histIterTokens:   {"vllm:iteration_tokens_total", "Histogram of number of tokens per engine_step.", vllmIterBuckets},
 	},
 	values: []valueSpec{
-		{"vllm:num_requests_running", "Number of requests in model execution batches.", gauge, running},
-		{"vllm:num_requests_waiting", "Number of requests waiting to be processed.", gauge, waiting},
-		{"vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", gauge, kvUsage},
-		{"vllm:prompt_tokens_total", "Number of prefill tokens processed.", counter, promptTokens},
-		{"vllm:generation_tokens_total", "Number of generation tokens processed.", counter, generationTokens},
-		{"vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", counter, preemptions},
-		{"vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", counter, prefixQueries},
-		{"vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", counter, prefixHits},
+		{"vllm:num_requests_running", "Number of requests in model execution batches.", gauge, running, "", ""},
+		{"vllm:num_requests_waiting", "Number of requests waiting to be processed.", gauge, waiting, "", ""},
+		{"vllm:num_requests_waiting_by_reason", "Number of requests waiting, by the reason they wait.", gauge, waiting, "reason", "capacity"},
+		{"vllm:num_requests_waiting_by_reason", "Number of requests waiting, by the reason they wait.", gauge, zero, "reason", "deferred"},
+		{"vllm:engine_sleep_state", vllmSleepHelp, gauge, one, "sleep_state", "awake"},
+		{"vllm:engine_sleep_state", vllmSleepHelp, gauge, zero, "sleep_state", "weights_offloaded"},
+		{"vllm:engine_sleep_state", vllmSleepHelp, gauge, zero, "sleep_state", "discard_all"},
+		{"vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", gauge, kvUsage, "", ""},
+		{"vllm:prompt_tokens_total", "Number of prefill tokens processed.", counter, promptTokens, "", ""},
+		{"vllm:generation_tokens_total", "Number of generation tokens processed.", counter, generationTokens, "", ""},
+		{"vllm:num_preemptions_total", "Cumulative number of preemption from the engine.", counter, preemptions, "", ""},
+		{"vllm:prefix_cache_queries_total", "Prefix cache queries, in terms of number of queried tokens.", counter, prefixQueries, "", ""},
+		{"vllm:prefix_cache_hits_total", "Prefix cache hits, in terms of number of cached tokens.", counter, prefixHits, "", ""},
 	},
 	specValues: []valueSpec{
-		{"vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", counter, specDrafts},
-		{"vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", counter, specDraftTokens},
-		{"vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", counter, specAccepted},
+		{"vllm:spec_decode_num_drafts_total", "Number of spec decoding drafts.", counter, specDrafts, "", ""},
+		{"vllm:spec_decode_num_draft_tokens_total", "Number of draft tokens.", counter, specDraftTokens, "", ""},
+		{"vllm:spec_decode_num_accepted_tokens_total", "Number of accepted tokens.", counter, specAccepted, "", ""},
 	},
 	success:      valueSpec{name: "vllm:request_success_total", help: "Count of successfully processed requests."},
 	successLabel: "finished_reason",
@@ -84,24 +89,26 @@ var sglangSpec = flavorSpec{
 	},
 	itlPerToken: true,
 	values: []valueSpec{
-		{"sglang:num_running_reqs", "The number of running requests.", gauge, running},
-		{"sglang:num_queue_reqs", "The number of requests in the waiting queue.", gauge, waiting},
-		{"sglang:num_used_tokens", "The number of used tokens.", gauge, usedTokens},
-		{"sglang:token_usage", "The token usage.", gauge, kvUsage},
-		{"sglang:cache_hit_rate", "The prefix cache hit rate.", gauge, prefixHitRate},
-		{"sglang:gen_throughput", "The generation throughput (token/s).", gauge, genThroughput},
-		{"sglang:num_retracted_reqs", "The number of retracted requests.", gauge, preempted},
-		{"sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", gauge, kvCapacity},
-		{"sglang:prompt_tokens_total", "Number of prefill tokens processed.", counter, promptTokens},
-		{"sglang:generation_tokens_total", "Number of generation tokens processed.", counter, generationTokens},
-		{"sglang:cached_tokens_total", "Number of cached prompt tokens.", counter, prefixHits},
-		{"sglang:num_requests_total", "Number of requests processed.", counter, finishedTotal},
+		{"sglang:num_running_reqs", "The number of running requests.", gauge, running, "", ""},
+		{"sglang:num_queue_reqs", "The number of requests in the waiting queue.", gauge, waiting, "", ""},
+		{"sglang:num_used_tokens", "The number of used tokens.", gauge, usedTokens, "", ""},
+		{"sglang:token_usage", "The token usage.", gauge, kvUsage, "", ""},
+		{"sglang:cache_hit_rate", "The prefix cache hit rate.", gauge, prefixHitRate, "", ""},
+		{"sglang:gen_throughput", "The generation throughput (token/s).", gauge, genThroughput, "", ""},
+		{"sglang:num_retracted_reqs", "The number of retracted requests.", gauge, preempted, "", ""},
+		{"sglang:num_retracted_requests_total", "Total number of retracted requests.", counter, preemptions, "", ""},
+		{"sglang:max_total_num_tokens", "Maximum total number of tokens in the KV cache pool.", gauge, kvCapacity, "", ""},
+		{"sglang:prompt_tokens_total", "Number of prefill tokens processed.", counter, promptTokens, "", ""},
+		{"sglang:generation_tokens_total", "Number of generation tokens processed.", counter, generationTokens, "", ""},
+		{"sglang:cached_tokens_total", "Number of cached prompt tokens.", counter, prefixHits, "", ""},
+		{"sglang:num_requests_total", "Number of requests processed.", counter, finishedTotal, "", ""},
+		// SGLang sets both to 0 when it does not speculate (scheduler_metrics_mixin.py,
+		// log_decode_stats), so they are always there.
+		{"sglang:spec_accept_length", "The average acceptance length of speculative decoding.", gauge, specAcceptLength, "", ""},
+		{"sglang:spec_accept_rate", "The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).", gauge, specAcceptRate, "", ""},
 	},
-	specValues: []valueSpec{
-		{"sglang:spec_accept_length", "The average acceptance length of speculative decoding.", gauge, specAcceptLength},
-		{"sglang:spec_accept_rate", "The average acceptance rate of speculative decoding.", gauge, specAcceptRate},
-	},
-	aborted: "sglang:num_aborted_requests_total",
+	idleStart: true,
+	aborted:   "sglang:num_aborted_requests_total",
 	info: func(p Profile) (string, string, prometheus.Labels) {
 		return "sglang:cache_config_info", "Cache configuration information.", prometheus.Labels{
 			"page_size": itoa(p.BlockSize),
@@ -148,15 +155,31 @@ func finishedTotal(st Stats, _ Profile, _ *simMetrics) float64 { return float64(
 func kvUsage(st Stats, p Profile, _ *simMetrics) float64 {
 	return float64(st.UsedBlocks) / float64(p.NumBlocks)
 }
-func prefixHitRate(st Stats, _ Profile, _ *simMetrics) float64 {
-	return ratio(st.PrefixHits, st.PrefixQueries)
-}
+
+// prefixHitRate is SGLang's cache_hit_rate: the last prefill batch's hit rate, 0 when
+// the last step decoded only (its decode log writes 0).
+func prefixHitRate(st Stats, _ Profile, m *simMetrics) float64 { return m.batchHitRate(st) }
 func genThroughput(st Stats, _ Profile, m *simMetrics) float64 {
 	return m.throughput(st.GenerationTokens)
 }
+
+// vllmSleepHelp is vllm:engine_sleep_state's help text (vllm/v1/metrics/loggers.py).
+const vllmSleepHelp = "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2."
+
+func zero(Stats, Profile, *simMetrics) float64 { return 0 }
+func one(Stats, Profile, *simMetrics) float64  { return 1 }
+
+// specAcceptLength is SGLang's: tokens per verify step, the bonus token included; 0
+// without speculation.
 func specAcceptLength(st Stats, _ Profile, _ *simMetrics) float64 {
+	if st.SpecDrafts == 0 {
+		return 0
+	}
 	return 1 + ratio(st.SpecAccepted, st.SpecDrafts)
 }
+
+// specAcceptRate is SGLang's: accepted tokens with the bonus token over the verify
+// slots (draft tokens plus the bonus slot of each step); 0 without speculation.
 func specAcceptRate(st Stats, _ Profile, _ *simMetrics) float64 {
-	return ratio(st.SpecAccepted, st.SpecDraftTokens)
+	return ratio(st.SpecAccepted+st.SpecDrafts, st.SpecDraftTokens+st.SpecDrafts)
 }

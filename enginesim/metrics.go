@@ -1,6 +1,7 @@
 package enginesim
 
 import (
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -48,6 +49,9 @@ type valueSpec struct {
 	name, help string
 	kind       prometheus.ValueType
 	value      func(st Stats, p Profile, m *simMetrics) float64
+	// label and labelValue add one label to the flavour's (vLLM reason, sleep_state);
+	// "" for none.
+	label, labelValue string
 }
 
 // flavorSpec is the whole metric surface of one engine, as data.
@@ -61,7 +65,10 @@ type flavorSpec struct {
 	successLabel string      // "" when the flavour counts finishes without a reason label
 	aborted      string      // counter of aborted requests, "" if none
 	itlPerToken  bool        // SGLang spreads a multi-token chunk's gap over its tokens
-	info         func(p Profile) (name, help string, labels prometheus.Labels)
+	// idleStart: until the first step or idleLog after start, only the info metric is
+	// exposed (SGLang: its metrics appear with the first batch or the idle stats log).
+	idleStart bool
+	info      func(p Profile) (name, help string, labels prometheus.Labels)
 }
 
 // simMetrics is the Prometheus view of one simulated engine. Histograms and finish counts
@@ -75,18 +82,27 @@ type simMetrics struct {
 	success  *prometheus.CounterVec
 	aborted  prometheus.Counter
 
-	mu        sync.Mutex // guards the throughput window
+	now     func() time.Time // the clock; time.Now but in tests
+	started time.Time
+
+	mu        sync.Mutex // guards the throughput window and the batch hit rate
 	lastTime  time.Time
 	lastTotal int64
 	lastRate  float64
+	hitsSeen  [2]int64 // prefix hits and queries at the last prefill batch seen
+	lastBatch float64  // that batch's hit rate
 }
+
+// idleLog is how long after start SGLang writes its first stats log when idle.
+const idleLog = 30 * time.Second
 
 func newSimMetrics(reg prometheus.Registerer, f Flavor, p Profile, snapshot func() Stats) *simMetrics {
 	spec := vllmSpec
 	if f == FlavorSGLang {
 		spec = sglangSpec
 	}
-	m := &simMetrics{spec: spec, profile: p, snapshot: snapshot}
+	m := &simMetrics{spec: spec, profile: p, snapshot: snapshot, now: time.Now}
+	m.started = m.now()
 	constLabels := prometheus.Labels{}
 	for i, v := range spec.labelValues(p) {
 		constLabels[spec.labels[i]] = v
@@ -99,7 +115,6 @@ func newSimMetrics(reg prometheus.Registerer, f Flavor, p Profile, snapshot func
 		m.hists[kind] = prometheus.NewHistogram(prometheus.HistogramOpts{
 			Name: h.name, Help: h.help, Buckets: buckets, ConstLabels: constLabels,
 		})
-		reg.MustRegister(m.hists[kind])
 	}
 	if spec.successLabel != "" {
 		m.success = prometheus.NewCounterVec(prometheus.CounterOpts{
@@ -108,13 +123,11 @@ func newSimMetrics(reg prometheus.Registerer, f Flavor, p Profile, snapshot func
 		for _, r := range []string{"stop", "length", "abort", "error"} {
 			m.success.WithLabelValues(r)
 		}
-		reg.MustRegister(m.success)
 	}
 	if spec.aborted != "" {
 		m.aborted = prometheus.NewCounter(prometheus.CounterOpts{
 			Name: spec.aborted, Help: "Number of requests aborted.", ConstLabels: constLabels,
 		})
-		reg.MustRegister(m.aborted)
 	}
 	reg.MustRegister(m)
 	return m
@@ -171,7 +184,7 @@ func (m *simMetrics) observeFinished(f Finished) {
 func (m *simMetrics) throughput(total int64) float64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	now := time.Now()
+	now := m.now()
 	if !m.lastTime.IsZero() {
 		if dt := now.Sub(m.lastTime).Seconds(); dt > 0.5 {
 			m.lastRate = float64(total-m.lastTotal) / dt
@@ -186,24 +199,62 @@ func (m *simMetrics) throughput(total int64) float64 {
 // Describe implements prometheus.Collector; the snapshot metrics are unchecked.
 func (m *simMetrics) Describe(chan<- *prometheus.Desc) {}
 
-// Collect implements prometheus.Collector for the values read from a snapshot.
+// batchHitRate returns the prefix-cache hit rate of the last step if it prefilled
+// (over the hits and queries since the last prefill seen), else 0, as SGLang's
+// cache_hit_rate reads after a decode log. Only prefills seen at scrape time count.
+func (m *simMetrics) batchHitRate(st Stats) float64 {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	if st.PrefillTokensStep == 0 {
+		return 0
+	}
+	if dq := st.PrefixQueries - m.hitsSeen[1]; dq > 0 {
+		m.lastBatch = ratio(st.PrefixHits-m.hitsSeen[0], dq)
+		m.hitsSeen = [2]int64{st.PrefixHits, st.PrefixQueries}
+	}
+	return m.lastBatch
+}
+
+// Collect implements prometheus.Collector: the histograms and finish counters, and the
+// values read from a snapshot.
 func (m *simMetrics) Collect(ch chan<- prometheus.Metric) {
 	st := m.snapshot()
-	names := m.spec.labels
-	values := m.spec.labelValues(m.profile)
-	emit := func(specs []valueSpec) {
-		for _, v := range specs {
-			d := prometheus.NewDesc(v.name, v.help, names, nil)
-			ch <- prometheus.MustNewConstMetric(d, v.kind, v.value(st, m.profile, m), values...)
-		}
-	}
-	emit(m.spec.values)
-	if m.profile.Speculation.DraftTokens > 0 {
-		emit(m.spec.specValues)
-	}
 	if m.spec.info != nil {
 		name, help, labels := m.spec.info(m.profile)
 		ch <- prometheus.MustNewConstMetric(prometheus.NewDesc(name, help, nil, labels), prometheus.GaugeValue, 1)
+	}
+	if m.spec.idleStart && st.Steps == 0 && m.now().Sub(m.started) < idleLog {
+		return
+	}
+	for _, h := range m.hists {
+		if h != nil {
+			h.Collect(ch)
+		}
+	}
+	if m.success != nil {
+		m.success.Collect(ch)
+	}
+	if m.aborted != nil {
+		m.aborted.Collect(ch)
+	}
+	m.emit(ch, st, m.spec.values)
+	if m.profile.Speculation.DraftTokens > 0 {
+		m.emit(ch, st, m.spec.specValues)
+	}
+}
+
+// emit sends the values specs give for st.
+func (m *simMetrics) emit(ch chan<- prometheus.Metric, st Stats, specs []valueSpec) {
+	names := m.spec.labels
+	values := m.spec.labelValues(m.profile)
+	for _, v := range specs {
+		n, lv := names, values
+		if v.label != "" {
+			n = append(slices.Clone(names), v.label)
+			lv = append(slices.Clone(values), v.labelValue)
+		}
+		d := prometheus.NewDesc(v.name, v.help, n, nil)
+		ch <- prometheus.MustNewConstMetric(d, v.kind, v.value(st, m.profile, m), lv...)
 	}
 }
 

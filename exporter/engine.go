@@ -4,8 +4,6 @@ import (
 	"math"
 
 	"github.com/prometheus/client_golang/prometheus"
-
-	"github.com/slogate/slogate/engine"
 )
 
 // engineCollector exports the engine's latest Snapshot as engine-neutral gauges, read
@@ -25,7 +23,9 @@ func (c engineCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		engineUpDesc, engineInfoDesc, engineScrapeAgeDesc, engineServedModelsDesc,
 		engineWaitingDesc, engineRunningDesc, engineKVUsageDesc, engineKVCapacityDesc,
-		enginePrefixHitDesc, enginePreemptionsDesc, engineRetractedDesc, engineSpecAcceptDesc,
+		enginePrefixHitDesc, enginePreemptionsDesc, engineSpecAcceptDesc, engineSpecLengthDesc,
+		engineWaitingCapacityDesc, engineSleepingDesc, engineKVUsedDesc, engineKVAvailableDesc,
+		engineQueueTimeDesc, engineLoRADesc, engineLoRAMaxDesc,
 	} {
 		ch <- d
 	}
@@ -54,15 +54,27 @@ func (c engineCollector) Collect(ch chan<- prometheus.Metric) {
 	known(ch, engineKVCapacityDesc, prometheus.GaugeValue, s.KVCapacityTokens)
 	known(ch, enginePrefixHitDesc, prometheus.GaugeValue, s.PrefixHitRatio)
 	known(ch, engineSpecAcceptDesc, prometheus.GaugeValue, s.SpecAcceptRate)
-	// The snapshot's one preemption field means two things: vLLM's cumulative count (a
-	// counter) and SGLang's requests retracted right now (a gauge). They are exported as
-	// two metrics, so rate() applies to one and not the other.
-	switch s.Kind {
-	case engine.KindVLLM:
-		known(ch, enginePreemptionsDesc, prometheus.CounterValue, s.Preemptions)
-	case engine.KindSGLang:
-		known(ch, engineRetractedDesc, prometheus.GaugeValue, s.Preemptions)
+	known(ch, engineSpecLengthDesc, prometheus.GaugeValue, s.SpecAcceptLength)
+	known(ch, engineWaitingCapacityDesc, prometheus.GaugeValue, s.WaitingCapacity)
+	known(ch, engineKVUsedDesc, prometheus.GaugeValue, s.KVUsedTokens)
+	known(ch, engineKVAvailableDesc, prometheus.GaugeValue, s.KVAvailableTokens)
+	known(ch, engineQueueTimeDesc, prometheus.GaugeValue, s.QueueTimeMean)
+	known(ch, engineLoRAMaxDesc, prometheus.GaugeValue, s.LoRAMax)
+	knownLabelled(ch, engineLoRADesc, s.LoRARunning, "running")
+	knownLabelled(ch, engineLoRADesc, s.LoRAWaiting, "waiting")
+	ch <- prometheus.MustNewConstMetric(engineSleepingDesc, prometheus.GaugeValue, boolValue(s.Sleeping))
+	// Both engines' preemption is a counter: vLLM num_preemptions_total, SGLang
+	// num_retracted_requests_total (its gauge num_retracted_reqs resets per log and is
+	// not read).
+	known(ch, enginePreemptionsDesc, prometheus.CounterValue, s.Preemptions)
+}
+
+// knownLabelled sends v with one label value unless it is unknown or infinite.
+func knownLabelled(ch chan<- prometheus.Metric, d *prometheus.Desc, v float64, label string) {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return
 	}
+	ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, label)
 }
 
 // known sends v unless it is unknown (NaN) or infinite.

@@ -29,21 +29,33 @@ func TestEngineCollector(t *testing.T) {
 			s.Kind, s.Up, s.At = engine.KindVLLM, true, at
 			s.Waiting, s.Running, s.KVUsage, s.KVCapacityTokens = 3, 16, 0.82, 250000
 			s.PrefixHitRatio, s.Preemptions, s.SpecAcceptRate = 0.4, 12, 0.65
+			s.SpecAcceptLength, s.WaitingCapacity, s.QueueTimeMean, s.Sleeping = 2.95, 2, 0.125, true
+			s.KVUsedTokens, s.KVAvailableTokens = 205000, 45000
+			s.LoRARunning, s.LoRAWaiting, s.LoRAMax = 1, 2, 4
 			s.Models = []string{"llama", "llama-lora"}
 		}),
 		now: at.Add(1500 * time.Millisecond),
 		want: map[string]float64{
-			`slogate_engine_up`:                           1,
-			`slogate_engine_info{engine="vllm"}`:          1,
-			`slogate_engine_scrape_age_seconds`:           1.5,
-			`slogate_engine_served_models`:                2,
-			`slogate_engine_waiting_requests`:             3,
-			`slogate_engine_running_requests`:             16,
-			`slogate_engine_kv_cache_usage_ratio`:         0.82,
-			`slogate_engine_kv_cache_capacity_tokens`:     250000,
-			`slogate_engine_prefix_cache_hit_ratio`:       0.4,
-			`slogate_engine_preemptions_total`:            12,
-			`slogate_engine_spec_decode_acceptance_ratio`: 0.65,
+			`slogate_engine_up`:                             1,
+			`slogate_engine_info{engine="vllm"}`:            1,
+			`slogate_engine_scrape_age_seconds`:             1.5,
+			`slogate_engine_served_models`:                  2,
+			`slogate_engine_waiting_requests`:               3,
+			`slogate_engine_running_requests`:               16,
+			`slogate_engine_kv_cache_usage_ratio`:           0.82,
+			`slogate_engine_kv_cache_capacity_tokens`:       250000,
+			`slogate_engine_prefix_cache_hit_ratio`:         0.4,
+			`slogate_engine_preemptions_total`:              12,
+			`slogate_engine_spec_decode_acceptance_ratio`:   0.65,
+			`slogate_engine_spec_decode_acceptance_length`:  2.95,
+			`slogate_engine_waiting_capacity_requests`:      2,
+			`slogate_engine_queue_time_mean_seconds`:        0.125,
+			`slogate_engine_sleeping`:                       1,
+			`slogate_engine_kv_cache_used_tokens`:           205000,
+			`slogate_engine_kv_cache_available_tokens`:      45000,
+			`slogate_engine_lora_adapters{state="running"}`: 1,
+			`slogate_engine_lora_adapters{state="waiting"}`: 2,
+			`slogate_engine_lora_max_adapters`:              4,
 		},
 	}, {
 		name: "sglang, unknowns skipped, retractions as a gauge",
@@ -61,7 +73,8 @@ func TestEngineCollector(t *testing.T) {
 			`slogate_engine_waiting_requests`:      0,
 			`slogate_engine_running_requests`:      4,
 			`slogate_engine_kv_cache_usage_ratio`:  0.1,
-			`slogate_engine_retracted_requests`:    2,
+			`slogate_engine_preemptions_total`:     2,
+			`slogate_engine_sleeping`:              0,
 		},
 	}, {
 		name: "down after a good scrape: no stale measurements, age grows",
@@ -97,6 +110,7 @@ func TestEngineCollector(t *testing.T) {
 			`slogate_engine_info{engine="vllm"}`: 1,
 			`slogate_engine_scrape_age_seconds`:  0,
 			`slogate_engine_served_models`:       0,
+			`slogate_engine_sleeping`:            0,
 		},
 	}}
 	for _, tc := range tests {

@@ -212,13 +212,27 @@ var (
 	engineKVCapacityDesc = prometheus.NewDesc("slogate_engine_kv_cache_capacity_tokens",
 		"Size of the engine's KV cache in tokens.", nil, nil)
 	enginePrefixHitDesc = prometheus.NewDesc("slogate_engine_prefix_cache_hit_ratio",
-		"Fraction of queried prompt tokens served from the engine's prefix cache, 0-1 (vLLM: since the previous scrape; SGLang: its own gauge).", nil, nil)
+		"Fraction of queried prompt tokens served from the engine's prefix cache, 0-1, over about the last minute.", nil, nil)
 	enginePreemptionsDesc = prometheus.NewDesc("slogate_engine_preemptions_total",
-		"Requests the engine preempted since it started (vLLM only).", nil, nil)
-	engineRetractedDesc = prometheus.NewDesc("slogate_engine_retracted_requests",
-		"Requests the engine has retracted from its running batch right now (SGLang only).", nil, nil)
+		"Requests the engine preempted (vLLM) or retracted (SGLang) from its running batch since it started, to recompute later.", nil, nil)
+	engineWaitingCapacityDesc = prometheus.NewDesc("slogate_engine_waiting_capacity_requests",
+		"Requests waiting in the engine's queue for room in its KV cache or batch (vLLM reason=capacity; absent where the engine does not say why).", nil, nil)
+	engineSleepingDesc = prometheus.NewDesc("slogate_engine_sleeping",
+		"1 if the engine says it sleeps (vLLM sleep mode) and serves nothing, else 0.", nil, nil)
+	engineKVUsedDesc = prometheus.NewDesc("slogate_engine_kv_cache_used_tokens",
+		"KV-cache tokens held by the engine's running requests (SGLang).", nil, nil)
+	engineKVAvailableDesc = prometheus.NewDesc("slogate_engine_kv_cache_available_tokens",
+		"KV-cache tokens free for new requests (SGLang).", nil, nil)
+	engineSpecLengthDesc = prometheus.NewDesc("slogate_engine_spec_decode_acceptance_length",
+		"Mean tokens the engine emits per speculative verify step, the bonus token included (1 + accepted / drafts), over about the last minute (SGLang: its last log interval).", nil, nil)
+	engineQueueTimeDesc = prometheus.NewDesc("slogate_engine_queue_time_mean_seconds",
+		"Mean time requests waited in the engine's own queue, from its queue-time histogram over about the last minute (beside slogate's own queue wait).", nil, nil)
+	engineLoRADesc = prometheus.NewDesc("slogate_engine_lora_adapters",
+		"LoRA adapters with requests in the engine, by state: running or waiting (vLLM).", []string{"state"}, nil)
+	engineLoRAMaxDesc = prometheus.NewDesc("slogate_engine_lora_max_adapters",
+		"LoRA adapters that fit in one batch of the engine (vLLM max_lora).", nil, nil)
 	engineSpecAcceptDesc = prometheus.NewDesc("slogate_engine_spec_decode_acceptance_ratio",
-		"Fraction of drafted speculative tokens the engine accepted, 0-1 (vLLM: since the previous scrape; SGLang: its own gauge).", nil, nil)
+		"Accepted draft tokens / draft tokens of the engine's speculative decoding, the bonus token excluded, over about the last minute (SGLang: its last log interval); absent when the engine does not speculate.", nil, nil)
 )
 
 // The admission gauges, read from an AdmissionSource at scrape time (admission.go).

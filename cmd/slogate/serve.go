@@ -278,6 +278,9 @@ func (s *sidecar) ready() error {
 	if !snap.Up {
 		return fmt.Errorf("engine not reachable: %v", snap.Err)
 	}
+	if snap.Sleeping {
+		return errors.New("engine is sleeping (vllm:engine_sleep_state awake=0)")
+	}
 	if stale := max(5*s.cfg.ScrapeInterval, 5*time.Second); snap.Age(time.Now()) > stale {
 		return fmt.Errorf("engine metrics are %s old", snap.Age(time.Now()).Round(time.Second))
 	}
