@@ -8,6 +8,7 @@ FUZZTIME ?= 5s
 # Every fuzz target, as package:Target.
 FUZZ_TARGETS := \
 	./wire:FuzzInspect ./wire:FuzzSSE ./wire:FuzzDecodeChunk ./wire:FuzzScanChunk \
+	./wire:FuzzInspectRoutes ./wire:FuzzScanFor \
 	./enginesim:FuzzParseFaults ./enginesim:FuzzTokenize ./enginesim:FuzzTokenizePrompt \
 	./engine:FuzzRead ./proxy:FuzzProxyRequest ./admission:FuzzParseConfig \
 	./enginesim:FuzzParseIDs ./synth:FuzzLooped ./synth:FuzzParseWorkload \

@@ -27,7 +27,8 @@ type job struct {
 	faults  Faults
 }
 
-// serveGenerate serves POST /v1/completions and /v1/chat/completions.
+// serveGenerate serves POST /v1/completions, /v1/chat/completions, /v1/responses
+// (vLLM flavor) and /generate (SGLang flavor).
 func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request) {
 	arrival := time.Now()
 	if !s.ready() {
@@ -127,6 +128,8 @@ func (s *Server) fitContext(j *job) *wire.APIError {
 	case j.req.HasMaxTokens:
 	case j.req.Route == wire.RouteCompletions:
 		maxTokens = 16 // the legacy completions default, as vLLM applies it
+	case j.req.Route == wire.RouteGenerate:
+		maxTokens = 128 // SGLang's default max_new_tokens (sampling_params.py)
 	default:
 		maxTokens = maxLen - j.prompt
 	}

@@ -17,6 +17,11 @@ type promptBody struct {
 		Content json.RawMessage `json:"content"`
 	} `json:"messages"`
 	AddGenerationPrompt *bool `json:"add_generation_prompt"`
+	// The inputs of the other routes (see tokenizeRoute).
+	Input        json.RawMessage `json:"input"`
+	Instructions string          `json:"instructions"`
+	Text         json.RawMessage `json:"text"`
+	InputIDs     json.RawMessage `json:"input_ids"`
 }
 
 // contentPart is one element of a chat message's content array.
@@ -33,6 +38,10 @@ func (t tokenizer) tokenize(route wire.Route, body []byte) ([]int, error) {
 	var b promptBody
 	if err := json.Unmarshal(body, &b); err != nil {
 		return nil, fmt.Errorf("%w: %v", errPrompt, err)
+	}
+	switch route {
+	case wire.RouteResponses, wire.RouteGenerate, wire.RouteEmbeddings, wire.RoutePooling, wire.RouteClassify:
+		return t.tokenizeRoute(route, b)
 	}
 	if route == wire.RouteChatCompletions || b.Prompt == nil && b.Messages != nil {
 		return t.tokenizeChat(b)
@@ -131,7 +140,7 @@ func (t tokenizer) tokenizeChat(b promptBody) ([]int, error) {
 				return nil, fmt.Errorf("%w: messages[%d].content must be a string or a list of parts", errPrompt, i)
 			}
 			for _, p := range parts {
-				if p.Type != "text" {
+				if p.Type != "text" && p.Type != "input_text" {
 					return nil, fmt.Errorf("%w: this model accepts text only, got a %q part", errPrompt, p.Type)
 				}
 				ids = t.appendIDs(ids, p.Text)

@@ -101,7 +101,12 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	if s.cfg.Flavor == FlavorSGLang {
 		s.mux.HandleFunc("GET /get_server_info", s.serveServerInfo)
+		s.mux.HandleFunc("POST /generate", s.serveGenerate)
+	} else {
+		s.mux.HandleFunc("POST /v1/responses", s.serveGenerate)
 	}
+	s.mux.HandleFunc("POST /v1/embeddings", s.servePooling)
+	s.mux.HandleFunc("POST /v1/rerank", s.servePooling)
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusNotFound, wire.APIError{
 			Message: fmt.Sprintf("%s %s is not served by this engine", r.Method, r.URL.Path),

@@ -197,18 +197,7 @@ func deref(s *string) string {
 // when any event follows [DONE].
 func (e *simEnv) stream(ctx context.Context, path, body string, header http.Header, onChunk func(wire.Chunk) bool) rawStream {
 	e.t.Helper()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.hs.URL+path, strings.NewReader(body))
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	req.Header.Set("Content-Type", "application/json")
-	for k, vs := range header {
-		req.Header[k] = vs
-	}
-	resp, err := e.hs.Client().Do(req)
-	if err != nil {
-		e.t.Fatalf("POST %s: %v", path, err)
-	}
+	resp := e.post(ctx, path, body, header)
 	defer resp.Body.Close()
 	if resp.StatusCode != http.StatusOK {
 		data, _ := io.ReadAll(resp.Body)
@@ -278,4 +267,23 @@ func apiError(t testing.TB, body []byte) wire.APIError {
 		t.Errorf("error without a message: %s", body)
 	}
 	return e
+}
+
+// post sends a JSON body to path with header and returns the response, whose body the
+// caller closes.
+func (e *simEnv) post(ctx context.Context, path, body string, header http.Header) *http.Response {
+	e.t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, e.hs.URL+path, strings.NewReader(body))
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	for k, vs := range header {
+		req.Header[k] = vs
+	}
+	resp, err := e.hs.Client().Do(req)
+	if err != nil {
+		e.t.Fatalf("POST %s: %v", path, err)
+	}
+	return resp
 }

@@ -41,12 +41,14 @@ func (s *Server) take(st *stream, buf []int) ([]int, bool) {
 
 // answer renders j's output as OpenAI chunks; one per engine step, as engines stream.
 type answer struct {
-	j    *job
-	chat bool
-	sent int    // output tokens rendered so far
-	buf  []byte // events not yet written
-	head []byte // the chunk envelope up to "choices", built once
-	text []byte // scratch for one chunk's text
+	j      *job
+	chat   bool
+	opened bool   // the events before the first token are out (see open)
+	seq    int    // the next sequence_number of a Responses stream
+	sent   int    // output tokens rendered so far
+	buf    []byte // events not yet written
+	head   []byte // the chunk envelope up to "choices", built once
+	text   []byte // scratch for one chunk's text
 }
 
 func (a *answer) envelope() wire.Chunk {
@@ -136,18 +138,16 @@ func (s *Server) streamJob(w http.ResponseWriter, r *http.Request, j *job, st *s
 		var done bool
 		steps, done = s.take(st, steps)
 		for i, k := range steps {
-			if a.sent == 0 && a.chat {
-				a.role()
-			}
+			a.open()
 			cut, limit := a.j.faults.cut(a.sent, k)
-			a.chunk(limit, done && i == len(steps)-1 && !cut)
+			a.step(limit, done && i == len(steps)-1 && !cut)
 			if cut {
 				s.fail(w, rc, r, a)
 				return
 			}
 		}
 		if done {
-			a.end()
+			a.close()
 		}
 		if _, err := w.Write(a.buf); err != nil {
 			return
@@ -202,9 +202,7 @@ func (f Faults) cut(sent, k int) (bool, int) {
 func (s *Server) fail(w http.ResponseWriter, rc *http.ResponseController, r *http.Request, a *answer) {
 	kind, _ := a.j.faults.first()
 	if kind == cutError {
-		a.buf = append(a.buf, "data: "...)
-		a.buf = append(a.buf, s.errorEvent()...)
-		a.buf = append(a.buf, "\n\ndata: [DONE]\n\n"...)
+		kind = a.failed(s)
 	}
 	_, _ = w.Write(a.buf)
 	_ = rc.Flush()
@@ -264,6 +262,9 @@ func (s *Server) answerJob(w http.ResponseWriter, r *http.Request, j *job, st *s
 	case cutDrop, cutStall:
 		a := &answer{j: j}
 		s.fail(w, http.NewResponseController(w), r, a)
+		return
+	}
+	if answerRoute(w, j, total) {
 		return
 	}
 	// chat selects the chat envelope, so the id is "chatcmpl-..." as in the stream (it

@@ -26,7 +26,7 @@ func TestStreamConformance(t *testing.T) {
 		t.Fatal(err)
 	}
 	routes := map[string]wire.Route{}
-	for _, r := range []wire.Route{wire.RouteCompletions, wire.RouteChatCompletions} {
+	for _, r := range wire.Routes() {
 		routes[r.String()] = r
 	}
 	for _, s := range streams {

@@ -31,6 +31,8 @@ type Recorder struct {
 	last     time.Time // time of the last output chunk
 	usage    wire.Usage
 	hasUsage bool
+	cached   int // prompt tokens from the prefix cache, reported beside the usage
+	sofar    int // output bytes so far, of a stream whose chunks carry running totals
 }
 
 // NewRecorder starts measuring a request sent to route; the clock's current time is
@@ -45,9 +47,11 @@ func NewRecorder(route wire.Route, stream bool, opts Options) *Recorder {
 	return r
 }
 
-// Event records one server-sent event of a streaming response. Comments are ignored;
-// [DONE] marks the stream as ended; an error object marks the answer as failed (see
-// Chunk); data that is not a chunk is ignored (the proxy forwards it regardless).
+// Event records one server-sent event of a streaming response, read in the shape of
+// the recorder's route (wire.ScanFor). Comments are ignored; [DONE] marks the stream as
+// ended, and so does the terminal event of a Responses API stream, which has no [DONE];
+// an error marks the answer as failed (see Chunk); data that is not an event of the
+// route is ignored (the proxy forwards it regardless).
 func (r *Recorder) Event(ev wire.Event) {
 	if ev.Comment {
 		return
@@ -56,7 +60,7 @@ func (r *Recorder) Event(ev wire.Event) {
 		r.Done()
 		return
 	}
-	c, err := wire.ScanChunk(ev.Data)
+	c, err := wire.ScanFor(r.res.Route, ev.Data)
 	if err != nil {
 		return
 	}
@@ -66,23 +70,47 @@ func (r *Recorder) Event(ev wire.Event) {
 // Done records the stream's end marker, [DONE].
 func (r *Recorder) Done() { r.res.Ended = true }
 
-// Chunk records one stream chunk, arriving now, as wire.ScanChunk summarised it.
-// Callers that scan chunks themselves use it instead of Event. An error object (both
-// engines end a generation that failed with one, then still send [DONE]) carries no
-// output; it makes Finish report EngineError in place of OK.
+// Chunk records one stream chunk, arriving now, as wire.ScanFor summarised it. Callers
+// that scan chunks themselves use it instead of Event. An error (both engines end a
+// generation that failed with an error object, then still send [DONE]; a Responses
+// stream ends with response.failed; SGLang's /generate with an abort finish) carries no
+// output; it makes Finish report EngineError in place of OK. A chunk with running
+// totals (SGLang's /generate) carries output when its completion tokens (or, without
+// counts, its text) grew.
 func (r *Recorder) Chunk(c wire.ChunkSummary) {
+	if c.End {
+		r.res.Ended = true
+	}
 	if c.IsError {
 		r.res.ErrorEvent = true
 		return
 	}
+	if c.Cumulative {
+		c.OutputBytes = r.growth(c)
+	}
 	r.chunk(c, r.opts.Clock.Now())
+}
+
+// growth returns how much new output a chunk with running totals carries: the tokens
+// its completion count grew by, or else the bytes its text grew by.
+func (r *Recorder) growth(c wire.ChunkSummary) int {
+	if c.HasUsage {
+		prev := 0
+		if r.hasUsage {
+			prev = r.usage.CompletionTokens
+		}
+		return max(c.Usage.CompletionTokens-prev, 0)
+	}
+	grew := max(c.OutputBytes-r.sofar, 0)
+	r.sofar = max(r.sofar, c.OutputBytes)
+	return grew
 }
 
 // Body records the complete body of a non-streaming response. A non-streaming answer
 // arrives at once, so it has tokens and an E2E time but no TTFT or TPOT. An error object
 // in place of the answer makes Finish report EngineError in place of OK.
 func (r *Recorder) Body(body []byte) {
-	c, err := wire.ScanChunk(body)
+	c, err := wire.ScanFor(r.res.Route, body)
 	if err != nil {
 		return
 	}
@@ -101,6 +129,9 @@ func (r *Recorder) Body(body []byte) {
 func (r *Recorder) summary(c wire.ChunkSummary) {
 	if c.HasUsage {
 		r.usage, r.hasUsage = c.Usage, true
+	}
+	if c.CachedTokens > 0 {
+		r.cached = c.CachedTokens
 	}
 	if c.FinishReason != "" {
 		r.res.FinishReason = c.FinishReason
@@ -151,6 +182,7 @@ func (r *Recorder) Finish(status int, outcome Outcome) Result {
 	switch {
 	case r.hasUsage:
 		res.InputTokens, res.OutputTokens, res.Tokens = r.usage.PromptTokens, r.usage.CompletionTokens, TokensUsage
+		res.CachedTokens = r.cached
 		if d := r.usage.PromptTokensDetails; d != nil {
 			res.CachedTokens = d.CachedTokens
 		}

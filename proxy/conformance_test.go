@@ -11,11 +11,20 @@ import (
 	"github.com/slogate/slogate/proxy"
 )
 
-// routePaths maps the corpus's route names to the paths a client sends them to.
-var routePaths = map[string]string{
-	"completions":      "/v1/completions",
-	"chat_completions": "/v1/chat/completions",
-}
+// routePaths maps the corpus's route names to the paths a client sends them to, and
+// routeBodies to a streaming request body of each.
+var (
+	routePaths = map[string]string{
+		"completions":      "/v1/completions",
+		"chat_completions": "/v1/chat/completions",
+		"responses":        "/v1/responses",
+		"generate":         "/generate",
+	}
+	routeBodies = map[string]string{
+		"responses": `{"model":"m","input":"hi","stream":true}`,
+		"generate":  `{"text":"hi","sampling_params":{"max_new_tokens":4},"stream":true}`,
+	}
+)
 
 // TestStreamConformanceThroughProxy replays every transcript of the corpus
 // (wire/testdata/streams) from an engine, in small uneven pieces, through the proxy: the
@@ -36,7 +45,10 @@ func TestStreamConformanceThroughProxy(t *testing.T) {
 				up := startUpstream(t, replay(s.Body, piece))
 				// include_usage is the client's own: the proxy has nothing to add or strip.
 				f := startProxy(t, up.hs.URL, proxy.Config{InjectUsage: true})
-				body := `{"model":"m","stream":true,"stream_options":{"include_usage":true},"prompt":"hi","messages":[{"role":"user","content":"hi"}]}`
+				body, ok := routeBodies[s.Expect.Route]
+				if !ok {
+					body = `{"model":"m","stream":true,"stream_options":{"include_usage":true},"prompt":"hi","messages":[{"role":"user","content":"hi"}]}`
+				}
 				resp, err := http.Post(f.hs.URL+path, "application/json", bytes.NewReader([]byte(body)))
 				if err != nil {
 					t.Fatal(err)

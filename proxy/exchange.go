@@ -82,7 +82,9 @@ func (p *Proxy) open(w http.ResponseWriter, r *http.Request, route wire.Route) (
 	// continuous_usage_stats alone is not enough: vLLM honours it only together with
 	// include_usage (vllm/entrypoints/serve/utils/api_utils.py, should_include_usage), so
 	// such a stream would carry no usage at all.
-	ex.inject = p.cfg.InjectUsage && req.Stream && !req.IncludeUsage
+	// Only OpenAI chunk streams take stream_options: the Responses API reports usage at
+	// its end anyway, /generate on every event, and pooling routes do not stream.
+	ex.inject = p.cfg.InjectUsage && req.Stream && !req.IncludeUsage && req.Route.OpenAIStream()
 	if ex.class != admission.Probe { // probes are measured by the prober, not in live metrics
 		ex.onGap = p.gapObserver(req)
 	}

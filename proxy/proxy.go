@@ -1,5 +1,6 @@
 // Package proxy is slogate's request path: an HTTP reverse proxy in front of one
-// inference engine that inspects every completions and chat request, forwards it, and
+// inference engine that inspects every request to a route slogate knows (completions,
+// chat, the Responses API, SGLang's /generate, the pooling routes), forwards it, and
 // measures the response as it streams through, without changing a byte the engine sends
 // (except the usage chunk slogate itself asked for, which it removes again).
 //
@@ -133,8 +134,8 @@ func newTransport(headerTimeout time.Duration) *http.Transport {
 	}
 }
 
-// ServeHTTP forwards every request to the engine; completions and chat requests are
-// inspected, measured and reported.
+// ServeHTTP forwards every request to the engine; POST requests to the routes of
+// wire.RouteOf are inspected, admitted by prompt size, measured and reported.
 func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	route := wire.RouteOf(r.URL.Path)
 	if route == wire.RouteUnknown || r.Method != http.MethodPost {

@@ -162,8 +162,8 @@ func endsWithDone(b []byte) bool {
 	return eols >= 2
 }
 
-// event measures one event and queues its bytes for the client, unless it is the usage
-// chunk slogate added.
+// event measures one event, in the shape of the request's route, and queues its bytes
+// for the client, unless it is the usage chunk slogate added.
 func (t *sseTap) event(ev wire.Event) error {
 	switch {
 	case ev.Comment:
@@ -171,13 +171,17 @@ func (t *sseTap) event(ev wire.Event) error {
 		t.ex.rec.Done()
 		t.ex.done = true
 	default:
-		c, err := wire.ScanChunk(ev.Data)
+		c, err := wire.ScanFor(t.ex.req.Route, ev.Data)
 		if err != nil {
-			break // not a chunk: forwarded, not measured
+			break // not an event of the route: forwarded, not measured
 		}
 		// An error object is measured (the answer failed) and forwarded like a chunk.
 		t.ex.rec.Chunk(c)
 		t.ex.live.output(t.ex.rec.Outputs())
+		if c.End {
+			// A Responses stream has no [DONE]: its terminal event is the end marker.
+			t.ex.done = true
+		}
 		if t.ex.inject && c.UsageOnly() {
 			t.drop(ev.Raw)
 			return nil

@@ -31,6 +31,10 @@ type Target struct {
 	// Timeout bounds each request, so a stalled engine cannot hang a probe; default
 	// DefaultRequestTimeout.
 	Timeout time.Duration
+	// Route is the generation route probes use (see ParseRoute): RouteCompletions (the
+	// default, also for RouteUnknown), RouteChatCompletions, RouteResponses (vLLM) or
+	// RouteGenerate (SGLang). A workload's route overrides it for its run.
+	Route wire.Route
 
 	prompts PromptKind // how prompts are written (PreparePrompts)
 	seeds   seeds      // request seeds, unique over the target's life
@@ -108,7 +112,7 @@ func (t *Target) send(ctx context.Context, p prompt, windowEnd time.Time) Sample
 	defer cancel()
 	model, _ := json.Marshal(t.Model)
 	body := p.appendBody(nil, model)
-	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, strings.TrimRight(t.BaseURL, "/")+"/v1/completions", bytes.NewReader(body))
+	req, err := http.NewRequestWithContext(reqCtx, http.MethodPost, strings.TrimRight(t.BaseURL, "/")+routePath(p.route), bytes.NewReader(body))
 	if err != nil {
 		return Sample{Failure: Transport}
 	}
@@ -118,7 +122,7 @@ func (t *Target) send(ctx context.Context, p prompt, windowEnd time.Time) Sample
 	if t.APIKey != "" {
 		req.Header.Set("Authorization", "Bearer "+t.APIKey)
 	}
-	rec := measure.NewRecorder(wire.RouteCompletions, true, measure.Options{Clock: t.Clock, KeepGaps: true})
+	rec := measure.NewRecorder(p.probeRoute(), true, measure.Options{Clock: t.Clock, KeepGaps: true})
 	resp, err := t.client().Do(req)
 	if err != nil {
 		return t.fail(ctx, rec, 0, Transport)
@@ -128,7 +132,7 @@ func (t *Target) send(ctx context.Context, p prompt, windowEnd time.Time) Sample
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 1<<20))
 		return t.fail(ctx, rec, resp.StatusCode, HTTPStatus)
 	}
-	s := t.read(resp.Body, rec, windowEnd)
+	s := t.read(resp.Body, p.probeRoute(), rec, windowEnd)
 	s.Status = resp.StatusCode
 	switch {
 	case ctx.Err() != nil && !s.Res.Ended:
@@ -148,11 +152,11 @@ func (t *Target) fail(ctx context.Context, rec *measure.Recorder, status int, f 
 	return Sample{Res: rec.Finish(status, measure.UpstreamError), Status: status, Failure: f}
 }
 
-// read consumes a stream, feeding the recorder and collecting the text.
-func (t *Target) read(body io.Reader, rec *measure.Recorder, windowEnd time.Time) Sample {
+// read consumes a stream of route, feeding the recorder and collecting the text.
+func (t *Target) read(body io.Reader, route wire.Route, rec *measure.Recorder, windowEnd time.Time) Sample {
 	var text strings.Builder
 	var s Sample
-	done := false // [DONE] has arrived
+	done := false // [DONE] (or a Responses stream's terminal event) has arrived
 	r := wire.NewSSEReader(body, wire.DefaultMaxEvent)
 	for {
 		ev, err := r.Next()
@@ -176,20 +180,32 @@ func (t *Target) read(body io.Reader, rec *measure.Recorder, windowEnd time.Time
 		if ev.Comment || ev.IsDone() {
 			continue
 		}
-		c, err := wire.DecodeChunk(ev.Data)
-		if err != nil {
+		if c, err := wire.ScanFor(route, ev.Data); err == nil && c.End {
+			done = true
+		}
+		e, ok := readEvent(route, ev.Data)
+		if !ok {
 			continue
 		}
-		for _, ch := range c.Choices {
-			text.WriteString(ch.Text)
+		if e.replace && e.text != "" {
+			text.Reset()
 		}
-		if c.Usage != nil && !t.now().After(windowEnd) {
-			s.WindowTokens = c.Usage.CompletionTokens
+		text.WriteString(e.text)
+		if e.counted && !t.now().After(windowEnd) {
+			s.WindowTokens = e.tokens
 		}
 	}
 	s.Res = rec.Finish(http.StatusOK, measure.OK)
 	s.Text = text.String()
 	return s
+}
+
+// probeRoute is the route p is sent to: completions unless it names another.
+func (p prompt) probeRoute() wire.Route {
+	if p.route == wire.RouteUnknown {
+		return wire.RouteCompletions
+	}
+	return p.route
 }
 
 // judge applies the success rules to a stream that ended.

@@ -263,7 +263,7 @@ func TestWindowTokens(t *testing.T) {
 	done := make(chan Sample, 1)
 	go func() {
 		rec := measure.NewRecorder(wire.RouteCompletions, true, measure.Options{Clock: clk})
-		done <- tg.read(pr, rec, windowEnd)
+		done <- tg.read(pr, wire.RouteCompletions, rec, windowEnd)
 	}()
 	write := func(events ...string) {
 		var b strings.Builder

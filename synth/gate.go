@@ -114,7 +114,7 @@ func (t *Target) checkMemory(ctx context.Context) (Verdict, string) {
 // checkStreaming streams an answer and checks that it reassembles into what a
 // non-streaming answer is made of: output, a finish reason, usage, and the end marker.
 func (t *Target) checkStreaming(ctx context.Context) (Verdict, string) {
-	s := t.send(ctx, prompt{input: 32, output: 16, seed: 0x5eed}, farFuture)
+	s := t.send(ctx, prompt{route: t.Route, input: 32, output: 16, seed: 0x5eed}, farFuture)
 	switch {
 	case s.Failure != NoFailure:
 		return Fail, "stream: " + s.Failure.String()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/engine"
+	"github.com/slogate/slogate/wire"
 )
 
 // SchemaVersion names the layout of Report's JSON; it changes when a field changes
@@ -139,10 +140,18 @@ func (r *runner) record(c Cell) {
 	}
 }
 
+// route is the generation route of the run: the workload's, else the target's.
+func (r *runner) route() wire.Route {
+	if route, err := ParseRoute(r.w.Route); err == nil && r.w.Route != "" {
+		return route
+	}
+	return r.t.Route
+}
+
 // promptFor returns the prompt maker of a shape.
 func (r *runner) promptFor(input, output int) func(uint64) prompt {
 	return func(seed uint64) prompt {
-		return prompt{input: input, output: output, seed: seed, sharedPrefix: min(r.w.SharedPrefix, input), wordsPerToken: r.t.prompts.WordsPerToken}
+		return prompt{route: r.route(), input: input, output: output, seed: seed, sharedPrefix: min(r.w.SharedPrefix, input), wordsPerToken: r.t.prompts.WordsPerToken}
 	}
 }
 

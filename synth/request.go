@@ -4,6 +4,8 @@ import (
 	"math/rand/v2"
 	"strconv"
 	"strings"
+
+	"github.com/slogate/slogate/wire"
 )
 
 // Prompts are token ids, which vLLM and SGLang take on /v1/completions: the input length
@@ -19,6 +21,7 @@ const (
 
 // prompt is the body of one probe request.
 type prompt struct {
+	route         wire.Route // the generation route (routes.go); completions when unknown
 	input, output int
 	seed          uint64
 	sharedPrefix  int // leading tokens shared by every prompt of the run
@@ -27,11 +30,15 @@ type prompt struct {
 	wordsPerToken float64
 }
 
-// appendBody appends the JSON body of a streaming completions request for p to dst:
+// appendBody appends the JSON body of a streaming request for p to dst, in the shape of
+// p's route (appendRouteBody); for completions:
 // token ids, temperature 0, ignore_eos, max_tokens = the target output, and usage on
 // every chunk (continuous_usage_stats) so the tokens received by any moment are known.
 // modelJSON is the model name already encoded as a JSON string.
 func (p prompt) appendBody(dst []byte, modelJSON []byte) []byte {
+	if p.route.Generates() && p.route != wire.RouteCompletions {
+		return p.appendRouteBody(dst, modelJSON)
+	}
 	dst = append(dst, `{"model":`...)
 	dst = append(dst, modelJSON...)
 	dst = append(dst, `,"prompt":`...)

@@ -41,6 +41,6 @@ func (t *Target) OpenRound(ctx context.Context, s Shape, rate float64, dur time.
 // promptMaker returns the prompts of shape s, written as PreparePrompts decided.
 func (t *Target) promptMaker(s Shape) func(uint64) prompt {
 	return func(seed uint64) prompt {
-		return prompt{input: s.Input, output: s.Output, seed: seed, wordsPerToken: t.prompts.WordsPerToken}
+		return prompt{route: t.Route, input: s.Input, output: s.Output, seed: seed, wordsPerToken: t.prompts.WordsPerToken}
 	}
 }

@@ -102,7 +102,7 @@ func (f withFaults) RoundTrip(r *http.Request) (*http.Response, error) {
 // faulty returns a target like t whose requests carry the fault directives.
 func faulty(t *Target, faults string) *Target {
 	return &Target{
-		BaseURL: t.BaseURL, Model: t.Model, APIKey: t.APIKey, Clock: t.Clock, Timeout: t.Timeout,
+		BaseURL: t.BaseURL, Model: t.Model, APIKey: t.APIKey, Clock: t.Clock, Timeout: t.Timeout, Route: t.Route,
 		Client: &http.Client{Transport: withFaults{rt: t.Client.Transport, faults: faults}},
 	}
 }

@@ -14,6 +14,9 @@ func (w Workload) Validate() error {
 	bad := func(format string, args ...any) error {
 		return fmt.Errorf("%w: %s: %s", ErrInvalidWorkload, w.Name, fmt.Sprintf(format, args...))
 	}
+	if _, err := ParseRoute(w.Route); err != nil && w.Name != "" {
+		return bad("%v", err)
+	}
 	switch {
 	case w.Name == "":
 		return fmt.Errorf("%w: a workload needs a name", ErrInvalidWorkload)

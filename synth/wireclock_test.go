@@ -12,9 +12,17 @@ import (
 // when its scheduler emits the token) and the prober's (which also holds the loopback
 // transit both ways and the client's parsing). A real handler around the real one.
 type wireClock struct {
-	h    http.Handler
-	mu   sync.Mutex
-	ttfb []time.Duration
+	h     http.Handler
+	mu    sync.Mutex
+	ttfb  []time.Duration
+	paths map[string]int // requests by path
+}
+
+// served returns how many requests were sent to path.
+func (c *wireClock) served(path string) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.paths[path]
 }
 
 // firstWrite is a ResponseWriter that notes the time of its first body write.
@@ -35,6 +43,12 @@ func (f *firstWrite) Write(b []byte) (int, error) {
 func (f *firstWrite) Unwrap() http.ResponseWriter { return f.ResponseWriter }
 
 func (c *wireClock) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	c.mu.Lock()
+	if c.paths == nil {
+		c.paths = map[string]int{}
+	}
+	c.paths[r.URL.Path]++
+	c.mu.Unlock()
 	if r.URL.Path != "/v1/completions" {
 		c.h.ServeHTTP(w, r)
 		return

@@ -72,6 +72,14 @@ type Workload struct {
 	Rounds    int      `yaml:"rounds,omitempty" json:"rounds,omitempty"`
 	Agreement float64  `yaml:"agreement,omitempty" json:"agreement,omitempty"`
 
+	// Route is the generation route every request goes to: "completions" (the default
+	// when empty: /v1/completions with token-id prompts), "chat" (/v1/chat/completions,
+	// text prompts), "responses" (vLLM's /v1/responses, text input) or "generate"
+	// (SGLang's /generate, token ids in input_ids). The success rules are the same on
+	// every route: exact output length from the route's usage report (usage, the
+	// Responses API's response.completed usage, /generate's meta_info).
+	Route string `yaml:"route,omitempty" json:"route,omitempty"`
+
 	// SharedPrefix tokens open every prompt, to measure prefix caching on purpose; 0
 	// makes every prompt random from its first token, so caching cannot flatter results.
 	SharedPrefix int `yaml:"shared_prefix,omitempty" json:"shared_prefix,omitempty"`

@@ -3,16 +3,20 @@
 //
 // It has four parts, one per file:
 //
-//   - Inspect (inspect.go, prompt.go, scan.go) reads a /v1/completions or
-//     /v1/chat/completions request body in one pass, validates it as strict JSON
-//     and extracts what a proxy needs to route, admit and measure it (model,
-//     stream, usage options, max tokens, prompt size) without copying the prompt.
+//   - Route (route.go) names the endpoints slogate measures: completions, chat,
+//     vLLM's Responses API, SGLang's native /generate, and the pooling routes.
+//   - Inspect (inspect.go, inspect_routes.go, prompt.go, scan.go) reads a request
+//     body of any of them in one pass, validates it as strict JSON and extracts
+//     what a proxy needs to route, admit and measure it (model, stream, usage
+//     options, max tokens, prompt size) without copying the prompt.
 //   - SSEParser and SSEReader (sse.go, sse_reader.go) split a Server-Sent Events
 //     stream into events incrementally and losslessly: the Raw bytes of every
 //     event plus the pending bytes always reproduce the input exactly, so a proxy
 //     can forward what it parsed byte for byte.
 //   - Chunk (chunk.go) decodes stream chunks and non-streaming responses, and
-//     encodes them in the shape vLLM produces.
+//     encodes them in the shape vLLM produces. ScanChunk, ScanResponses,
+//     ScanGenerate and ScanFor (summary*.go) summarise one event of each route's
+//     stream without decoding it, for the hot path.
 //   - APIError (apierror.go) reads and writes the OpenAI error JSON.
 //
 // wire is a leaf package: it knows nothing about HTTP servers, metrics or

@@ -1,40 +1,5 @@
 package wire
 
-// Route is the OpenAI endpoint a request was sent to. Its String form is a
-// bounded metric label value.
-type Route uint8
-
-// The routes Inspect knows.
-const (
-	RouteUnknown         Route = iota // any other path
-	RouteCompletions                  // POST /v1/completions
-	RouteChatCompletions              // POST /v1/chat/completions
-)
-
-// RouteOf maps a URL path to its Route. It matches the exact paths
-// "/v1/completions" and "/v1/chat/completions" (no trailing slash, no prefix);
-// everything else is RouteUnknown.
-func RouteOf(path string) Route {
-	switch path {
-	case "/v1/completions":
-		return RouteCompletions
-	case "/v1/chat/completions":
-		return RouteChatCompletions
-	}
-	return RouteUnknown
-}
-
-// String returns "completions", "chat_completions" or "other".
-func (r Route) String() string {
-	switch r {
-	case RouteCompletions:
-		return "completions"
-	case RouteChatCompletions:
-		return "chat_completions"
-	}
-	return "other"
-}
-
 // Request is what Inspect learns from a request body. Absent and null
 // optional fields keep their zero value (N defaults to 1).
 type Request struct {
@@ -125,6 +90,7 @@ type inspection struct {
 	maxTokens, maxCompletion    int
 	hasMax, hasMaxCompletion    bool
 	continuousTop, continuousSO bool
+	routeFields                 // the fields of the other routes (inspect_routes.go)
 }
 
 // object scans the top-level value, which must be an object.
@@ -153,6 +119,9 @@ func (st *inspection) object(s *scanner) error {
 // field scans the value of the top-level member called name.
 func (st *inspection) field(s *scanner, name []byte) (err error) {
 	r := &st.req
+	if handled, err := st.routeField(s, name); handled {
+		return err
+	}
 	switch string(name) {
 	case "model":
 		r.Model, err = optString(s, "model")
@@ -174,20 +143,20 @@ func (st *inspection) field(s *scanner, name []byte) (err error) {
 			r.N = 1
 		}
 	case "prompt":
-		if r.Route == RouteChatCompletions {
-			return s.skipValue() // not a field of chat requests
+		if !r.Route.takesPrompt() {
+			return s.skipValue() // not a field of chat requests; a template object in /v1/responses
 		}
-		st.prompt, st.hasPrompt, err = scanPrompt(s)
+		st.prompt, st.hasPrompt, err = scanPrompt(s, "prompt")
 	case "prompt_embeds":
-		if r.Route == RouteChatCompletions {
+		if !r.Route.takesPrompt() {
 			return s.skipValue()
 		}
 		st.hasEmbeds, err = scanEmbeds(s)
 	case "messages":
-		if r.Route == RouteCompletions {
+		if !r.Route.takesMessages() {
 			return s.skipValue() // not a field of completions requests
 		}
-		st.messages, st.hasMessages, err = scanMessages(s)
+		st.messages, st.hasMessages, err = scanMessages(s, "messages")
 	default:
 		err = s.skipValue()
 	}
@@ -196,15 +165,7 @@ func (st *inspection) field(s *scanner, name []byte) (err error) {
 
 func (st *inspection) streamOptions(s *scanner) error {
 	st.req.IncludeUsage, st.continuousSO = false, false
-	switch s.peek() {
-	case 'n':
-		return s.literal("null")
-	case '{':
-	default:
-		s.invalid("stream_options", "must be an object")
-		return s.skipValue()
-	}
-	if err := s.enter(); err != nil {
+	if ok, err := s.openObject("stream_options"); !ok {
 		return err
 	}
 	for i := 0; ; i++ {
@@ -250,11 +211,13 @@ func (st *inspection) finish(s *scanner) {
 			s.invalidOff(0, "messages", "is required")
 		}
 		r.Prompt = st.messages
-	default:
+	case RouteUnknown:
 		r.Prompt = st.prompt
 		if !st.hasPrompt && !st.hasEmbeds {
 			r.Prompt = st.messages
 		}
+	default:
+		st.finishRoute(s)
 	}
 }
 
@@ -311,4 +274,17 @@ func optInt(s *scanner, field string, min int) (v int, has bool, err error) {
 	}
 	s.invalid(field, msg)
 	return 0, false, s.skipValue()
+}
+
+// openObject enters the object at the current position and reports true; for null or
+// a value of another kind (a field error) it consumes the value and reports false.
+func (s *scanner) openObject(field string) (bool, error) {
+	switch s.peek() {
+	case 'n':
+		return false, s.literal("null")
+	case '{':
+		return true, s.enter()
+	}
+	s.invalid(field, "must be an object")
+	return false, s.skipValue()
 }

@@ -45,10 +45,11 @@ func (k promptKind) msg() string {
 	return msgPrompt
 }
 
-// scanPrompt measures the "prompt" of a completions request: a string, a list
-// of strings, a list of token ids or a list of token-id lists. has is false
-// for null.
-func scanPrompt(s *scanner) (p PromptSize, has bool, err error) {
+// scanPrompt measures the "prompt" of a completions request (or a value of the
+// same shape under another name, such as the "input" of an embeddings request or
+// SGLang's "input_ids"): a string, a list of strings, a list of token ids or a
+// list of token-id lists. has is false for null.
+func scanPrompt(s *scanner, field string) (p PromptSize, has bool, err error) {
 	switch s.peek() {
 	case 'n':
 		return p, false, s.literal("null")
@@ -56,14 +57,14 @@ func scanPrompt(s *scanner) (p PromptSize, has bool, err error) {
 		v, err := s.scanString()
 		return PromptSize{TextBytes: v.n, Prompts: 1}, true, err
 	case '[':
-		p, err = scanPromptList(s)
+		p, err = scanPromptList(s, field)
 		return p, true, err
 	}
-	s.invalid("prompt", msgPrompt)
+	s.invalid(field, msgPrompt)
 	return p, true, s.skipValue()
 }
 
-func scanPromptList(s *scanner) (p PromptSize, err error) {
+func scanPromptList(s *scanner, field string) (p PromptSize, err error) {
 	start := s.pos
 	if err := s.enter(); err != nil {
 		return p, err
@@ -90,12 +91,12 @@ func scanPromptList(s *scanner) (p PromptSize, err error) {
 			}
 		case kind == kindIDs && isNumStart(c):
 			p.TokenIDs++
-			err = tokenID(s, i, -1)
+			err = tokenID(s, field, i, -1)
 		case kind == kindIDLists && c == '[':
-			n, err2 := scanIDList(s, i)
+			n, err2 := scanIDList(s, field, i)
 			p.TokenIDs, p.Prompts, err = p.TokenIDs+n, p.Prompts+1, err2
 		default:
-			s.invalidAt(s.pos, kind.msg(), "prompt[%d]", i)
+			s.invalidAt(s.pos, kind.msg(), "%s[%d]", field, i)
 			err = s.skipValue()
 		}
 		if err != nil {
@@ -106,13 +107,13 @@ func scanPromptList(s *scanner) (p PromptSize, err error) {
 	case kindIDs:
 		p.Prompts = 1
 	case kindNone:
-		s.invalidOff(start, "prompt", "must not be empty")
+		s.invalidOff(start, field, "must not be empty")
 	}
 	return p, nil
 }
 
 // scanIDList scans the i-th token-id list of a prompt and returns its length.
-func scanIDList(s *scanner, i int) (n int, err error) {
+func scanIDList(s *scanner, field string, i int) (n int, err error) {
 	if err := s.enter(); err != nil {
 		return 0, err
 	}
@@ -122,22 +123,22 @@ func scanIDList(s *scanner, i int) (n int, err error) {
 			return n, err
 		}
 		if !isNumStart(s.peek()) {
-			s.invalidAt(s.pos, msgTokenID, "prompt[%d][%d]", i, j)
+			s.invalidAt(s.pos, msgTokenID, "%s[%d][%d]", field, i, j)
 			if err := s.skipValue(); err != nil {
 				return n, err
 			}
 			continue
 		}
 		n++
-		if err := tokenID(s, i, j); err != nil {
+		if err := tokenID(s, field, i, j); err != nil {
 			return n, err
 		}
 	}
 }
 
 // tokenID scans a number and records a field error unless it is a valid
-// token id. j < 0 means the id is prompt[i], otherwise prompt[i][j].
-func tokenID(s *scanner, i, j int) error {
+// token id. j < 0 means the id is field[i], otherwise field[i][j].
+func tokenID(s *scanner, field string, i, j int) error {
 	at := s.pos
 	num, isInt, err := s.scanNumber()
 	if err != nil {
@@ -145,9 +146,9 @@ func tokenID(s *scanner, i, j int) error {
 	}
 	if _, ok := intValue(num, isInt); !ok {
 		if j < 0 {
-			s.invalidAt(at, msgTokenID, "prompt[%d]", i)
+			s.invalidAt(at, msgTokenID, "%s[%d]", field, i)
 		} else {
-			s.invalidAt(at, msgTokenID, "prompt[%d][%d]", i, j)
+			s.invalidAt(at, msgTokenID, "%s[%d][%d]", field, i, j)
 		}
 	}
 	return nil
@@ -164,13 +165,13 @@ func scanEmbeds(s *scanner) (has bool, err error) {
 
 // scanMessages measures the "messages" of a chat request. has is false for
 // null.
-func scanMessages(s *scanner) (p PromptSize, has bool, err error) {
+func scanMessages(s *scanner, field string) (p PromptSize, has bool, err error) {
 	switch s.peek() {
 	case 'n':
 		return p, false, s.literal("null")
 	case '[':
 	default:
-		s.invalid("messages", "must be an array of message objects")
+		s.invalid(field, "must be an array of message objects")
 		return p, true, s.skipValue()
 	}
 	if err := s.enter(); err != nil {
@@ -182,7 +183,7 @@ func scanMessages(s *scanner) (p PromptSize, has bool, err error) {
 			return p, true, err
 		}
 		p.Prompts++
-		if err := scanMessage(s, i, &p); err != nil {
+		if err := scanMessage(s, field, i, &p); err != nil {
 			return p, true, err
 		}
 	}
@@ -190,9 +191,9 @@ func scanMessages(s *scanner) (p PromptSize, has bool, err error) {
 
 // scanMessage adds the content of messages[i] to p. Fields other than
 // "content" are validated and skipped.
-func scanMessage(s *scanner, i int, p *PromptSize) error {
+func scanMessage(s *scanner, field string, i int, p *PromptSize) error {
 	if s.peek() != '{' {
-		s.invalidAt(s.pos, msgObject, "messages[%d]", i)
+		s.invalidAt(s.pos, msgObject, "%s[%d]", field, i)
 		return s.skipValue()
 	}
 	if err := s.enter(); err != nil {
@@ -210,7 +211,7 @@ func scanMessage(s *scanner, i int, p *PromptSize) error {
 		if string(s.name(key)) != "content" {
 			err = s.skipValue()
 		} else {
-			text, parts, err = scanContent(s, i)
+			text, parts, err = scanContent(s, field, i)
 		}
 		if err != nil {
 			return err
@@ -223,7 +224,7 @@ func scanMessage(s *scanner, i int, p *PromptSize) error {
 
 // scanContent measures messages[i].content: a string, null or a list of
 // content parts.
-func scanContent(s *scanner, i int) (text, parts int, err error) {
+func scanContent(s *scanner, field string, i int) (text, parts int, err error) {
 	switch s.peek() {
 	case '"':
 		v, err := s.scanString()
@@ -231,13 +232,13 @@ func scanContent(s *scanner, i int) (text, parts int, err error) {
 	case 'n':
 		return 0, 0, s.literal("null")
 	case '[':
-		return scanParts(s, i)
+		return scanParts(s, field, i)
 	}
-	s.invalidAt(s.pos, "must be a string, null or an array of content parts", "messages[%d].content", i)
+	s.invalidAt(s.pos, "must be a string, null or an array of content parts", "%s[%d].content", field, i)
 	return 0, 0, s.skipValue()
 }
 
-func scanParts(s *scanner, i int) (text, parts int, err error) {
+func scanParts(s *scanner, field string, i int) (text, parts int, err error) {
 	if err := s.enter(); err != nil {
 		return 0, 0, err
 	}
@@ -246,7 +247,7 @@ func scanParts(s *scanner, i int) (text, parts int, err error) {
 		if err != nil || !more {
 			return text, parts, err
 		}
-		n, isText, err := scanPart(s, i, j)
+		n, isText, err := scanPart(s, field, i, j)
 		if err != nil {
 			return text, parts, err
 		}
@@ -270,9 +271,9 @@ const (
 // scanPart reads messages[i].content[j]. A part is text when its type is
 // "text" or "input_text", or when it has no type but a string "text"; any
 // other part (image_url, input_audio, ...) is a non-text part.
-func scanPart(s *scanner, i, j int) (n int, isText bool, err error) {
+func scanPart(s *scanner, field string, i, j int) (n int, isText bool, err error) {
 	if s.peek() != '{' {
-		s.invalidAt(s.pos, msgObject, "messages[%d].content[%d]", i, j)
+		s.invalidAt(s.pos, msgObject, "%s[%d].content[%d]", field, i, j)
 		return 0, false, s.skipValue()
 	}
 	start := s.pos
@@ -290,7 +291,7 @@ func scanPart(s *scanner, i, j int) (n int, isText bool, err error) {
 		}
 		switch string(s.name(key)) {
 		case "type":
-			typ, err = scanPartType(s, i, j)
+			typ, err = scanPartType(s, field, i, j)
 		case "text":
 			textLen = -1
 			if s.peek() == '"' {
@@ -309,7 +310,7 @@ func scanPart(s *scanner, i, j int) (n int, isText bool, err error) {
 	}
 	switch {
 	case typ == partText && textLen < 0:
-		s.invalidAt(start, `must have a string "text"`, "messages[%d].content[%d]", i, j)
+		s.invalidAt(start, `must have a string "text"`, "%s[%d].content[%d]", field, i, j)
 		return 0, true, nil
 	case typ == partText, typ == partUntyped && textLen >= 0:
 		return textLen, true, nil
@@ -317,9 +318,9 @@ func scanPart(s *scanner, i, j int) (n int, isText bool, err error) {
 	return 0, false, nil
 }
 
-func scanPartType(s *scanner, i, j int) (partType, error) {
+func scanPartType(s *scanner, field string, i, j int) (partType, error) {
 	if s.peek() != '"' {
-		s.invalidAt(s.pos, msgString, "messages[%d].content[%d].type", i, j)
+		s.invalidAt(s.pos, msgString, "%s[%d].content[%d].type", field, i, j)
 		return partOther, s.skipValue()
 	}
 	v, err := s.scanString()

@@ -16,8 +16,18 @@ type ChunkSummary struct {
 	Usage    Usage
 	HasUsage bool
 	// IsError marks an error sent in the stream: an "error" member that is not null, or
-	// "object": "error".
+	// "object": "error" (and, per route, see ScanFor).
 	IsError bool
+	// End marks the terminal event of a stream that has no [DONE]: the Responses API's
+	// response.completed, response.incomplete, response.failed or error.
+	End bool
+	// CachedTokens are the prompt tokens served from the prefix cache where the route
+	// reports them beside its token counts rather than in a usage object (SGLang's
+	// meta_info.cached_tokens), so that reading them allocates nothing.
+	CachedTokens int
+	// Cumulative says that OutputBytes and Usage are running totals of the answer so
+	// far rather than this chunk's share (SGLang's /generate stream).
+	Cumulative bool
 }
 
 // UsageOnly reports whether the chunk has no choices and a usage report, as the last
@@ -30,18 +40,7 @@ func (c ChunkSummary) UsageOnly() bool { return c.Choices == 0 && c.HasUsage }
 // the usual chunk (finish reasons other than the common ones are copied). Keys are
 // matched exactly, as the engines write them. It does not retain data and is safe for
 // concurrent use.
-func ScanChunk(data []byte) (ChunkSummary, error) {
-	s := scanner{data: data}
-	var c ChunkSummary
-	err := c.scanTop(&s)
-	if err == nil {
-		err = s.end()
-	}
-	if err != nil {
-		return ChunkSummary{}, malformedFirst(data, err)
-	}
-	return c, nil
-}
+func ScanChunk(data []byte) (ChunkSummary, error) { return ScanFor(RouteCompletions, data) }
 
 // The readers below walk objects with explicit loops rather than callbacks, so that the
 // scanner stays on the stack.
@@ -246,7 +245,8 @@ func (c *ChunkSummary) function(s *scanner) error {
 	}
 }
 
-// scan reads a usage object.
+// scan reads a usage object: the OpenAI names, or the Responses API's (input_tokens,
+// output_tokens, input_tokens_details), which mean the same.
 func (u *Usage) scan(s *scanner) error {
 	if s.peek() != '{' {
 		return shapeError(`"usage" is not an object`)
@@ -260,13 +260,13 @@ func (u *Usage) scan(s *scanner) error {
 			return err
 		}
 		switch string(key) {
-		case "prompt_tokens":
+		case "prompt_tokens", "input_tokens":
 			err = optCount(s, &u.PromptTokens)
-		case "completion_tokens":
+		case "completion_tokens", "output_tokens":
 			err = optCount(s, &u.CompletionTokens)
 		case "total_tokens":
 			err = optCount(s, &u.TotalTokens)
-		case "prompt_tokens_details":
+		case "prompt_tokens_details", "input_tokens_details":
 			err = u.details(s)
 		default:
 			err = s.skipValue()
