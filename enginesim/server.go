@@ -46,6 +46,8 @@ type Server struct {
 	mux     *http.ServeMux
 	wake    chan struct{}
 
+	lora adapters // loaded at run time (vLLM flavor, lora.go)
+
 	mu      sync.Mutex // guards sched, streams and nextID
 	sched   *Scheduler
 	streams map[uint64]*stream
@@ -101,6 +103,10 @@ func (s *Server) routes() {
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	if s.cfg.Flavor == FlavorSGLang {
 		s.mux.HandleFunc("GET /get_server_info", s.serveServerInfo)
+	}
+	if s.cfg.Flavor == FlavorVLLM { // as with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True
+		s.mux.HandleFunc("POST /v1/load_lora_adapter", s.serveLoadLoRA)
+		s.mux.HandleFunc("POST /v1/unload_lora_adapter", s.serveUnloadLoRA)
 	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusNotFound, wire.APIError{
@@ -193,7 +199,8 @@ func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
 		"id": p.Model, "object": "model", "created": time.Now().Unix(), "owned_by": string(s.cfg.Flavor),
 		"root": p.Model, "parent": nil, "max_model_len": p.MaxModelLen,
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{card}})
+	data := append([]any{card}, s.lora.cards(p.Model)...)
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 func (s *Server) serveServerInfo(w http.ResponseWriter, _ *http.Request) {
