@@ -84,6 +84,7 @@ type simMetrics struct {
 
 	now     func() time.Time // the clock; time.Now but in tests
 	started time.Time
+	sleep   sleepGauge // vLLM sleep mode (sleep.go)
 
 	mu        sync.Mutex // guards the throughput window and the batch hit rate
 	lastTime  time.Time
