@@ -232,6 +232,11 @@ func TestSaturation(t *testing.T) {
 		{name: "own KV tokens plus the request over capacity", edit: func(s *engine.Snapshot) { s.KVCapacityTokens = 1000 }, kv: 851, saturated: true},
 		{name: "own KV tokens plus the request exactly at the threshold", edit: func(s *engine.Snapshot) { s.KVCapacityTokens = 1000 }, kv: 850},
 		{name: "own KV tokens with unknown capacity", kv: 1 << 40},
+		// vLLM's num_requests_waiting_by_reason: deferred requests wait by design
+		// (e.g. long prefills held back), only capacity-waiting ones mean saturation.
+		{name: "deferred waiting above the threshold, capacity waiting below", edit: func(s *engine.Snapshot) { s.Waiting, s.WaitingCapacity = 40, 7 }},
+		{name: "capacity waiting at the threshold", edit: func(s *engine.Snapshot) { s.Waiting, s.WaitingCapacity = 8, 8 }, saturated: true},
+		{name: "no reason given: all waiting count", edit: func(s *engine.Snapshot) { s.Waiting = 40 }, saturated: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -39,3 +39,33 @@ func TestRuntimeAdapterLabelled(t *testing.T) {
 	})
 	t.Logf("labelled after %d requests", sent)
 }
+
+// TestSleepingEngineNotReady puts the simulated vLLM to sleep (POST /sleep, as with
+// VLLM_SERVER_DEV_MODE=1) behind an enforcing sidecar: /readyz answers 503 with the
+// reason and requests are rejected 503 engine-down while it sleeps; after POST
+// /wake_up the sidecar is ready again and requests are served.
+func TestSleepingEngineNotReady(t *testing.T) {
+	ts := startTestSidecarWith(t, func(cfg *serveSettings) { cfg.Admission = "enforce" })
+	body := `{"prompt":[1,2,3],"max_tokens":2,"ignore_eos":true}`
+	if status, answer := postBody(t, ts.sc.cfg.Upstream+"/sleep?level=1", ""); status != http.StatusOK {
+		t.Fatalf("/sleep: %d %s", status, answer)
+	}
+	waitFor(t, "/readyz to fail while the engine sleeps", func() bool {
+		req, _ := http.NewRequest(http.MethodGet, ts.admin+"/readyz", nil)
+		status, reason := send(t, req)
+		return status == http.StatusServiceUnavailable && strings.Contains(reason, "sleeping")
+	})
+	if code, answer := postBody(t, ts.data+"/v1/completions", body); code != http.StatusServiceUnavailable || !strings.Contains(answer, "engine") {
+		t.Errorf("completion while the engine sleeps: %d %s, want 503 engine-down", code, answer)
+	}
+	if !strings.Contains(get(t, ts.admin+"/metrics"), `slogate_admission_decisions_total{class="interactive",decision="rejected",reason="engine-down"`) {
+		t.Error("no engine-down rejection recorded")
+	}
+	if status, answer := postBody(t, ts.sc.cfg.Upstream+"/wake_up", ""); status != http.StatusOK {
+		t.Fatalf("/wake_up: %d %s", status, answer)
+	}
+	waitFor(t, "/readyz to pass after wake_up", func() bool { return status(ts.admin+"/readyz") == http.StatusOK })
+	if status, answer := postBody(t, ts.data+"/v1/completions", body); status != http.StatusOK {
+		t.Errorf("completion after wake_up: %d %s", status, answer)
+	}
+}
