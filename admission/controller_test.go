@@ -288,14 +288,7 @@ func TestStaleEngine(t *testing.T) {
 		t.Run(tt.name+"/fail closed", func(t *testing.T) {
 			h := newHarness(t, Enforce, tierConfig(), func(o *Options) { o.Saturation.FailClosed = true })
 			h.eng.Set(tt.snap(h.clock.Now()))
-			rej := h.rejectNow(req(1), EngineDown)
-			if rej.Status() != http.StatusServiceUnavailable || rej.RetryAfter != engineRetry {
-				t.Fatalf("rejection %+v, status %d; want 503 after %v", rej, rej.Status(), engineRetry)
-			}
-			wantDecision(t, h.rec.last(t), Decision{Verdict: Rejected, Reason: EngineDown})
-			if got := h.c.Stats().Engine; got != EngineDown {
-				t.Fatalf("Stats().Engine = %s", got)
-			}
+			h.rejectEngineDown()
 		})
 		t.Run(tt.name+"/fail open", func(t *testing.T) {
 			h := newHarness(t, Enforce, tierConfig())

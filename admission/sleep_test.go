@@ -22,14 +22,7 @@ func TestSleepingEngine(t *testing.T) {
 			waiter := h.admitAsync(req(1), 1)
 
 			h.eng.Set(snap(h.clock.Now(), asleep))
-			rej := h.rejectNow(req(1), EngineDown)
-			if rej.Status() != http.StatusServiceUnavailable || rej.RetryAfter != engineRetry {
-				t.Fatalf("rejection %+v, status %d; want 503 after %v", rej, rej.Status(), engineRetry)
-			}
-			wantDecision(t, h.rec.last(t), Decision{Verdict: Rejected, Reason: EngineDown})
-			if got := h.c.Stats().Engine; got != EngineDown {
-				t.Fatalf("Stats().Engine = %s, want engine-down", got)
-			}
+			h.rejectEngineDown()
 			h.c.Tick()
 			h.refused(waiter, EngineDown)
 			first.Done(ok)
@@ -39,5 +32,19 @@ func TestSleepingEngine(t *testing.T) {
 			h.admitNow(req(1)).Done(ok)
 			wantDecision(t, h.rec.last(t), Decision{Verdict: Admitted})
 		})
+	}
+}
+
+// rejectEngineDown admits a request and fails unless it is rejected at once as
+// engine-down, with 503 and the engine's Retry-After, and Stats says the engine is down.
+func (h *harness) rejectEngineDown() {
+	h.t.Helper()
+	rej := h.rejectNow(req(1), EngineDown)
+	if rej.Status() != http.StatusServiceUnavailable || rej.RetryAfter != engineRetry {
+		h.t.Fatalf("rejection %+v, status %d; want 503 after %v", rej, rej.Status(), engineRetry)
+	}
+	wantDecision(h.t, h.rec.last(h.t), Decision{Verdict: Rejected, Reason: EngineDown})
+	if got := h.c.Stats().Engine; got != EngineDown {
+		h.t.Fatalf("Stats().Engine = %s, want engine-down", got)
 	}
 }
