@@ -108,6 +108,7 @@ var sglangSpec = flavorSpec{
 		{"sglang:spec_accept_rate", "The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).", gauge, specAcceptRate, "", ""},
 	},
 	idleStart: true,
+	priority:  sglangPriority,
 	aborted:   "sglang:num_aborted_requests_total",
 	info: func(p Profile) (string, string, prometheus.Labels) {
 		return "sglang:cache_config_info", "Cache configuration information.", prometheus.Labels{
@@ -115,6 +116,20 @@ var sglangSpec = flavorSpec{
 			"num_pages": itoa(p.NumBlocks),
 		}
 	},
+}
+
+// sglangPriority says which SGLang metrics carry the priority label under
+// --enable-priority-scheduling: the scheduler's (SchedulerMetricsCollector), not the
+// tokenizer's counters; and which have a breakdown by priority besides the total: the
+// running and queued requests (observability/metrics_collector.py).
+func sglangPriority(name string) (labelled, breakdown bool) {
+	switch name {
+	case "sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:cached_tokens_total", "sglang:num_requests_total":
+		return false, false
+	case "sglang:num_running_reqs", "sglang:num_queue_reqs":
+		return true, true
+	}
+	return true, false
 }
 
 func ratio(num, den int64) float64 {

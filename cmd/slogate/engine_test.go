@@ -1,10 +1,16 @@
 package main
 
 import (
+	"context"
+	"io"
+	"log/slog"
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
+
+	"github.com/slogate/slogate/enginesim"
 )
 
 // postBody posts a JSON body and returns the status and the answer.
@@ -67,5 +73,51 @@ func TestSleepingEngineNotReady(t *testing.T) {
 	waitFor(t, "/readyz to pass after wake_up", func() bool { return status(ts.admin+"/readyz") == http.StatusOK })
 	if status, answer := postBody(t, ts.data+"/v1/completions", body); status != http.StatusOK {
 		t.Errorf("completion after wake_up: %d %s", status, answer)
+	}
+}
+
+// TestSGLangPriorityNotDoubled runs an enforcing sidecar in front of the simulated
+// SGLang with priority scheduling, whose running and queued requests appear twice per
+// family (total under priority="", breakdown under priority="0"). With 2 running and 4
+// waiting, half the saturation queue of 8, the sidecar must report 4 waiting and not
+// declare the engine saturated, as it would if it added the breakdown to the total.
+func TestSGLangPriorityNotDoubled(t *testing.T) {
+	p, _ := enginesim.LookupProfile("tiny")
+	p.Timing = enginesim.Timing{StepBase: 0.005}
+	p.PriorityScheduling, p.MaxNumSeqs = true, 2
+	up := startTestEngine(t, enginesim.Config{Profile: p, Flavor: enginesim.FlavorSGLang})
+	cfg, err := demoSidecarSettings(strings.TrimPrefix(up.URL, "http://"), "error", "--engine", "sglang", "--admission", "enforce")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ts := runTestSidecar(t, cfg, slog.New(slog.DiscardHandler))
+	ctx, cancel := context.WithCancel(context.Background())
+	var load sync.WaitGroup
+	t.Cleanup(func() { cancel(); load.Wait() })
+	for range 6 { // straight to the engine: seconds of generation each, until cancelled
+		load.Go(func() { longStream(ctx, up.URL) })
+	}
+	want := []string{"slogate_engine_running_requests 2", "slogate_engine_waiting_requests 4", `slogate_admission_engine_state{state="ok"} 1`}
+	waitFor(t, "the sidecar to read 2 running and 4 waiting, not saturated", func() bool {
+		metrics := get(t, ts.admin+"/metrics")
+		for _, w := range want {
+			if !strings.Contains(metrics, w+"\n") {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// longStream streams a completion of 4000 tokens from base until ctx ends.
+func longStream(ctx context.Context, base string) {
+	body := strings.NewReader(`{"prompt":[1,2,3],"max_tokens":4000,"ignore_eos":true,"stream":true}`)
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/completions", body)
+	if err != nil {
+		return
+	}
+	if resp, err := http.DefaultClient.Do(req); err == nil {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
 	}
 }
