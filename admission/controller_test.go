@@ -232,6 +232,11 @@ func TestSaturation(t *testing.T) {
 		{name: "own KV tokens plus the request over capacity", edit: func(s *engine.Snapshot) { s.KVCapacityTokens = 1000 }, kv: 851, saturated: true},
 		{name: "own KV tokens plus the request exactly at the threshold", edit: func(s *engine.Snapshot) { s.KVCapacityTokens = 1000 }, kv: 850},
 		{name: "own KV tokens with unknown capacity", kv: 1 << 40},
+		// vLLM's num_requests_waiting_by_reason: deferred requests wait by design
+		// (e.g. long prefills held back), only capacity-waiting ones mean saturation.
+		{name: "deferred waiting above the threshold, capacity waiting below", edit: func(s *engine.Snapshot) { s.Waiting, s.WaitingCapacity = 40, 7 }},
+		{name: "capacity waiting at the threshold", edit: func(s *engine.Snapshot) { s.Waiting, s.WaitingCapacity = 8, 8 }, saturated: true},
+		{name: "no reason given: all waiting count", edit: func(s *engine.Snapshot) { s.Waiting = 40 }, saturated: true},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -283,14 +288,7 @@ func TestStaleEngine(t *testing.T) {
 		t.Run(tt.name+"/fail closed", func(t *testing.T) {
 			h := newHarness(t, Enforce, tierConfig(), func(o *Options) { o.Saturation.FailClosed = true })
 			h.eng.Set(tt.snap(h.clock.Now()))
-			rej := h.rejectNow(req(1), EngineDown)
-			if rej.Status() != http.StatusServiceUnavailable || rej.RetryAfter != engineRetry {
-				t.Fatalf("rejection %+v, status %d; want 503 after %v", rej, rej.Status(), engineRetry)
-			}
-			wantDecision(t, h.rec.last(t), Decision{Verdict: Rejected, Reason: EngineDown})
-			if got := h.c.Stats().Engine; got != EngineDown {
-				t.Fatalf("Stats().Engine = %s", got)
-			}
+			h.rejectEngineDown()
 		})
 		t.Run(tt.name+"/fail open", func(t *testing.T) {
 			h := newHarness(t, Enforce, tierConfig())

@@ -43,12 +43,12 @@ func enginePanels() []cog.Builder[dashboard.Panel] {
 			query(sel("slogate_inflight_kv_tokens"), "in flight {{pod}}"),
 			query(sel("slogate_engine_kv_cache_capacity_tokens"), "capacity {{pod}}")).
 			Min(0),
-		graph("Preemptions", "Requests the engine preempted per second (vLLM only; SGLang's retractions are in the queue panel).", unitReqPerSec,
+		graph("Preemptions", "Requests the engine preempted (vLLM) or retracted (SGLang) per second, per pod.", unitReqPerSec,
 			query(rate(sel("slogate_engine_preemptions_total")), "{{pod}}")).
 			Min(0),
-		ratioGraph("Prefix-cache hit ratio", "Fraction of prompt tokens served from the engine's prefix cache, per pod (vLLM: since slogate's previous scrape; SGLang: its own gauge).",
+		ratioGraph("Prefix-cache hit ratio", "Fraction of prompt tokens served from the engine's prefix cache over about the last minute, per pod (from the engine's counters). No series before slogate has two readings of the counters, or when no prompt was processed in the window.",
 			query(sel("slogate_engine_prefix_cache_hit_ratio"), "{{pod}}")),
-		ratioGraph("Speculative-decoding acceptance", "Fraction of drafted speculative tokens the engine accepted, per pod (vLLM: since slogate's previous scrape; SGLang: its own gauge). No series without speculative decoding.",
+		ratioGraph("Speculative-decoding acceptance", "Fraction of drafted speculative tokens the engine accepted, the bonus token excluded, per pod (vLLM: over about the last minute, from its counters; SGLang: its gauges over its last decode log, converted). No series without speculative decoding.",
 			query(sel("slogate_engine_spec_decode_acceptance_ratio"), "{{pod}}")),
 	}
 }

@@ -49,6 +49,12 @@ func TestReadFixtures(t *testing.T) {
 			s.Sleeping, s.WaitingCapacity = true, 9
 			s.LoRARunning, s.LoRAWaiting, s.LoRAMax = 2, 3, 4
 		})},
+		// vLLM asleep at level 0 (scheduling paused, memory kept): awake 0 with neither
+		// weights_offloaded nor discard_all set still means asleep. The 3 requests sent
+		// since wait (for capacity) until wake_up.
+		{file: "vllm_v1_sleep_level0.prom", want: with(want(KindVLLM, 3, 0, 0, 262144, nan, 0, nan), func(s *Snapshot) {
+			s.Sleeping, s.WaitingCapacity = true, 3
+		})},
 		// SGLang 0.5: capacity from cache_config_info page_size x num_pages (64 x 5120);
 		// cache_hit_rate and num_retracted_reqs are not read (per-batch, reset per log).
 		// Speculation: length 2.89 and rate 0.63 with the bonus token give a draft size

@@ -2,7 +2,6 @@ package engine
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -34,12 +33,9 @@ var ErrTooLarge = errors.New("engine: metrics exposition too large")
 // ErrStatus reports an engine endpoint answering with a status other than 200 OK.
 var ErrStatus = errors.New("engine: unexpected HTTP status")
 
-// modelsEvery is how often the served models are read again once known.
-const modelsEvery = time.Minute
-
 // Scraper reads the engine's /metrics (and /v1/models) and keeps the latest Snapshot.
-// Latest is safe for concurrent use; Scrape and Run must not run concurrently with each
-// other.
+// Latest and UnknownModel are safe for concurrent use; Scrape and Run must not run
+// concurrently with each other.
 type Scraper struct {
 	base     string
 	apiKey   string
@@ -48,14 +44,17 @@ type Scraper struct {
 	interval time.Duration
 	clock    Clock
 
-	maxBody int64 // limit of the metrics body; maxExposition but in tests
+	maxBody int64         // limit of the metrics body; maxExposition but in tests
+	timeout time.Duration // of a /v1/models read started by UnknownModel
 
 	latest atomic.Pointer[Snapshot]
 
-	mu       sync.Mutex // guards the fields below (held by Scrape only)
+	mu       sync.Mutex // guards the fields below (held by Scrape, and by a re-read to store its answer)
 	window   window
 	models   []string
 	modelsAt time.Time
+
+	recheck recheck // the /v1/models reads UnknownModel starts (models.go)
 }
 
 // ScraperConfig configures a Scraper.
@@ -86,7 +85,7 @@ func NewScraper(cfg ScraperConfig) *Scraper {
 	}
 	s := &Scraper{
 		base: strings.TrimRight(cfg.BaseURL, "/"), apiKey: cfg.APIKey, client: cfg.Client, kind: cfg.Kind,
-		interval: cfg.Interval, clock: cfg.Clock, maxBody: maxExposition,
+		interval: cfg.Interval, clock: cfg.Clock, maxBody: maxExposition, timeout: cfg.Timeout,
 	}
 	first := NewSnapshot()
 	first.Kind = cfg.Kind
@@ -174,34 +173,6 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 	n, err := l.r.Read(p)
 	l.n -= int64(n)
 	return n, err
-}
-
-// servedModels returns the served model names, reading /v1/models when they are not
-// known yet or are older than modelsEvery. A failed read keeps the names known before.
-func (s *Scraper) servedModels(ctx context.Context) []string {
-	now := s.clock.Now()
-	if s.models != nil && now.Sub(s.modelsAt) < modelsEvery {
-		return s.models
-	}
-	resp, err := s.get(ctx, "/v1/models", "application/json")
-	if err != nil {
-		return s.models
-	}
-	defer resp.Body.Close()
-	var list struct {
-		Data []struct {
-			ID string `json:"id"`
-		} `json:"data"`
-	}
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&list); err != nil {
-		return s.models
-	}
-	models := make([]string, 0, len(list.Data))
-	for _, m := range list.Data {
-		models = append(models, m.ID)
-	}
-	s.models, s.modelsAt = models, now
-	return models
 }
 
 // get sends a GET for path and returns the response if it is 200 OK; the caller closes

@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -24,9 +25,18 @@ type sim struct {
 
 func startSim(t *testing.T, flavor enginesim.Flavor) *sim {
 	t.Helper()
+	return startSimWith(t, flavor, nil)
+}
+
+// startSimWith is startSim with the tiny profile changed by edit, if not nil.
+func startSimWith(t *testing.T, flavor enginesim.Flavor, edit func(*enginesim.Profile)) *sim {
+	t.Helper()
 	p, err := enginesim.LookupProfile("tiny")
 	if err != nil {
 		t.Fatal(err)
+	}
+	if edit != nil {
+		edit(&p)
 	}
 	engine, err := enginesim.NewServer(enginesim.Config{Profile: p, Flavor: flavor})
 	if err != nil {
@@ -158,5 +168,42 @@ func TestScrapeSimulatorBusy(t *testing.T) {
 				t.Logf("stream ended: %v", err)
 			}
 		})
+	}
+}
+
+// TestScrapeSimulatorPriority scrapes the SGLang simulator with priority scheduling,
+// which exports the running and queued requests twice in each family (the total under
+// priority="", the breakdown under priority="0"): the snapshot holds the real counts.
+func TestScrapeSimulatorPriority(t *testing.T) {
+	s := startSimWith(t, enginesim.FlavorSGLang, func(p *enginesim.Profile) {
+		p.PriorityScheduling, p.MaxNumSeqs = true, 2
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	for i := range 5 { // 2 run and 3 wait, for seconds, until cancelled
+		body := fmt.Sprintf(`{"model":%q,"prompt":[1,2,3,%d],"max_tokens":4000,"ignore_eos":true,"stream":true}`, s.profile.Model, i)
+		wg.Go(func() {
+			req, err := http.NewRequestWithContext(ctx, http.MethodPost, s.srv.URL+"/v1/completions", strings.NewReader(body))
+			if err != nil {
+				return
+			}
+			if resp, err := s.srv.Client().Do(req); err == nil {
+				_, _ = io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+			}
+		})
+	}
+	sc := NewScraper(ScraperConfig{BaseURL: s.srv.URL, Timeout: 10 * time.Second})
+	var snap Snapshot
+	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
+		if snap = sc.Scrape(ctx); snap.Running == 2 && snap.Waiting == 3 {
+			break
+		}
+	}
+	if snap.Running != 2 || snap.Waiting != 3 || snap.Kind != KindSGLang {
+		t.Errorf("2 running and 3 waiting: Running %v, Waiting %v, kind %v (%v)", snap.Running, snap.Waiting, snap.Kind, snap.Err)
 	}
 }

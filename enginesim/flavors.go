@@ -47,9 +47,9 @@ var vllmSpec = flavorSpec{
 		{"vllm:num_requests_waiting", "Number of requests waiting to be processed.", gauge, waiting, "", ""},
 		{"vllm:num_requests_waiting_by_reason", "Number of requests waiting, by the reason they wait.", gauge, waiting, "reason", "capacity"},
 		{"vllm:num_requests_waiting_by_reason", "Number of requests waiting, by the reason they wait.", gauge, zero, "reason", "deferred"},
-		{"vllm:engine_sleep_state", vllmSleepHelp, gauge, one, "sleep_state", "awake"},
-		{"vllm:engine_sleep_state", vllmSleepHelp, gauge, zero, "sleep_state", "weights_offloaded"},
-		{"vllm:engine_sleep_state", vllmSleepHelp, gauge, zero, "sleep_state", "discard_all"},
+		{"vllm:engine_sleep_state", vllmSleepHelp, gauge, sleepValue("awake"), "sleep_state", "awake"},
+		{"vllm:engine_sleep_state", vllmSleepHelp, gauge, sleepValue("weights_offloaded"), "sleep_state", "weights_offloaded"},
+		{"vllm:engine_sleep_state", vllmSleepHelp, gauge, sleepValue("discard_all"), "sleep_state", "discard_all"},
 		{"vllm:kv_cache_usage_perc", "KV-cache usage. 1 means 100 percent usage.", gauge, kvUsage, "", ""},
 		{"vllm:prompt_tokens_total", "Number of prefill tokens processed.", counter, promptTokens, "", ""},
 		{"vllm:generation_tokens_total", "Number of generation tokens processed.", counter, generationTokens, "", ""},
@@ -108,6 +108,7 @@ var sglangSpec = flavorSpec{
 		{"sglang:spec_accept_rate", "The average acceptance rate of speculative decoding (`accepted tokens / total draft tokens` in batch).", gauge, specAcceptRate, "", ""},
 	},
 	idleStart: true,
+	priority:  sglangPriority,
 	aborted:   "sglang:num_aborted_requests_total",
 	info: func(p Profile) (string, string, prometheus.Labels) {
 		return "sglang:cache_config_info", "Cache configuration information.", prometheus.Labels{
@@ -115,6 +116,20 @@ var sglangSpec = flavorSpec{
 			"num_pages": itoa(p.NumBlocks),
 		}
 	},
+}
+
+// sglangPriority says which SGLang metrics carry the priority label under
+// --enable-priority-scheduling: the scheduler's (SchedulerMetricsCollector), not the
+// tokenizer's counters; and which have a breakdown by priority besides the total: the
+// running and queued requests (observability/metrics_collector.py).
+func sglangPriority(name string) (labelled, breakdown bool) {
+	switch name {
+	case "sglang:prompt_tokens_total", "sglang:generation_tokens_total", "sglang:cached_tokens_total", "sglang:num_requests_total":
+		return false, false
+	case "sglang:num_running_reqs", "sglang:num_queue_reqs":
+		return true, true
+	}
+	return true, false
 }
 
 func ratio(num, den int64) float64 {
@@ -167,7 +182,6 @@ func genThroughput(st Stats, _ Profile, m *simMetrics) float64 {
 const vllmSleepHelp = "Engine sleep state; awake = 0 means engine is sleeping; awake = 1 means engine is awake; weights_offloaded = 1 means sleep level 1; discard_all = 1 means sleep level 2."
 
 func zero(Stats, Profile, *simMetrics) float64 { return 0 }
-func one(Stats, Profile, *simMetrics) float64  { return 1 }
 
 // specAcceptLength is SGLang's: tokens per verify step, the bonus token included; 0
 // without speculation.

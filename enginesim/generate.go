@@ -76,9 +76,9 @@ func (s *Server) admitJob(r *http.Request) (*job, int, *wire.APIError) {
 	if err != nil {
 		return nil, http.StatusBadRequest, badRequest(err.Error())
 	}
-	p := s.cfg.Profile
+	served, known := s.servedModel(req.Model) // the base model or a LoRA adapter (lora.go)
 	switch {
-	case req.Model != "" && req.Model != p.Model:
+	case !known:
 		model := "model"
 		return nil, http.StatusNotFound, &wire.APIError{Message: fmt.Sprintf("The model `%s` does not exist.", req.Model), Type: wire.TypeEngineNotFound, Param: &model}
 	case req.N != 1:
@@ -100,7 +100,7 @@ func (s *Server) admitJob(r *http.Request) (*job, int, *wire.APIError) {
 		// honours it alone (python/sglang/srt/entrypoints/openai/utils.py).
 		req.ContinuousUsage = req.ContinuousUsage && req.IncludeUsage
 	}
-	j := &job{req: req, model: p.Model, prompt: len(ids), faults: s.cfg.Faults.merge(faults), created: time.Now().Unix()}
+	j := &job{req: req, model: served, prompt: len(ids), faults: s.cfg.Faults.merge(faults), created: time.Now().Unix()}
 	if route == wire.RouteChatCompletions {
 		var tools bool
 		if j.script, tools = s.tok.script(body); tools {
@@ -110,7 +110,7 @@ func (s *Server) admitJob(r *http.Request) (*job, int, *wire.APIError) {
 	if apiErr := s.fitContext(j); apiErr != nil {
 		return nil, http.StatusBadRequest, apiErr
 	}
-	if p.PrefixCaching {
+	if p := s.cfg.Profile; p.PrefixCaching {
 		j.hashes = blockHashes(ids, p.BlockSize)
 	}
 	return j, 0, nil

@@ -68,7 +68,10 @@ type flavorSpec struct {
 	// idleStart: until the first step or idleLog after start, only the info metric is
 	// exposed (SGLang: its metrics appear with the first batch or the idle stats log).
 	idleStart bool
-	info      func(p Profile) (name, help string, labels prometheus.Labels)
+	// priority says whether a metric carries the priority label under priority
+	// scheduling and whether it has a breakdown by priority; nil: no such label.
+	priority func(name string) (labelled, breakdown bool)
+	info     func(p Profile) (name, help string, labels prometheus.Labels)
 }
 
 // simMetrics is the Prometheus view of one simulated engine. Histograms and finish counts
@@ -84,6 +87,7 @@ type simMetrics struct {
 
 	now     func() time.Time // the clock; time.Now but in tests
 	started time.Time
+	sleep   sleepGauge // vLLM sleep mode (sleep.go)
 
 	mu        sync.Mutex // guards the throughput window and the batch hit rate
 	lastTime  time.Time
@@ -243,18 +247,31 @@ func (m *simMetrics) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
-// emit sends the values specs give for st.
+// emit sends the values specs give for st. Under priority scheduling (SGLang), a
+// scheduler metric also carries priority="" and, for the running and queued requests,
+// the same value again under priority="0", the one priority the simulator gives.
 func (m *simMetrics) emit(ch chan<- prometheus.Metric, st Stats, specs []valueSpec) {
 	names := m.spec.labels
 	values := m.spec.labelValues(m.profile)
 	for _, v := range specs {
-		n, lv := names, values
+		n, lv := slices.Clone(names), slices.Clone(values)
 		if v.label != "" {
-			n = append(slices.Clone(names), v.label)
-			lv = append(slices.Clone(values), v.labelValue)
+			n, lv = append(n, v.label), append(lv, v.labelValue)
+		}
+		val := v.value(st, m.profile, m)
+		var split bool
+		if m.profile.PriorityScheduling && m.spec.priority != nil {
+			var labelled bool
+			if labelled, split = m.spec.priority(v.name); labelled {
+				n, lv = append(n, "priority"), append(lv, "")
+			}
 		}
 		d := prometheus.NewDesc(v.name, v.help, n, nil)
-		ch <- prometheus.MustNewConstMetric(d, v.kind, v.value(st, m.profile, m), lv...)
+		ch <- prometheus.MustNewConstMetric(d, v.kind, val, lv...)
+		if split {
+			lv[len(lv)-1] = "0"
+			ch <- prometheus.MustNewConstMetric(d, v.kind, val, lv...)
+		}
 	}
 }
 

@@ -94,6 +94,14 @@ type Profile struct {
 	// PrefixCaching lets prompts that share full KV blocks with earlier prompts skip
 	// their prefill, as vLLM's automatic prefix caching does.
 	PrefixCaching bool
+
+	// PriorityScheduling makes the SGLang flavor export its metrics as SGLang does with
+	// --enable-priority-scheduling (observability/metrics_collector.py): the scheduler's
+	// metrics carry a priority label, the total under priority="", and the running and
+	// queued requests also a breakdown by request priority in the same family. The
+	// simulator schedules first come, first served and gives every request priority 0.
+	// No effect on the vLLM flavor.
+	PriorityScheduling bool
 }
 
 // KVCapacity returns the KV cache size in tokens.

@@ -46,7 +46,10 @@ type Server struct {
 	mux     *http.ServeMux
 	wake    chan struct{}
 
-	mu      sync.Mutex // guards sched, streams and nextID
+	lora adapters // loaded at run time (vLLM flavor, lora.go)
+
+	mu      sync.Mutex // guards sched, streams, nextID and asleep
+	asleep  bool       // vLLM sleep mode: no steps until wake_up (sleep.go)
 	sched   *Scheduler
 	streams map[uint64]*stream
 	nextID  uint64
@@ -107,6 +110,15 @@ func (s *Server) routes() {
 	}
 	s.mux.HandleFunc("POST /v1/embeddings", s.servePooling)
 	s.mux.HandleFunc("POST /v1/rerank", s.servePooling)
+	if s.cfg.Flavor == FlavorVLLM { // as with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True
+		s.mux.HandleFunc("POST /v1/load_lora_adapter", s.serveLoadLoRA)
+		s.mux.HandleFunc("POST /v1/unload_lora_adapter", s.serveUnloadLoRA)
+	}
+	if s.cfg.Flavor == FlavorVLLM { // as with --enable-sleep-mode, VLLM_SERVER_DEV_MODE=1
+		s.mux.HandleFunc("POST /sleep", s.serveSleep)
+		s.mux.HandleFunc("POST /wake_up", s.serveWakeUp)
+		s.mux.HandleFunc("GET /is_sleeping", s.serveIsSleeping)
+	}
 	s.mux.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		wire.WriteError(w, http.StatusNotFound, wire.APIError{
 			Message: fmt.Sprintf("%s %s is not served by this engine", r.Method, r.URL.Path),
@@ -137,7 +149,7 @@ func (s *Server) Run(ctx context.Context) error {
 	var due time.Time // the modelled end of the last step; zero when idle
 	for {
 		s.mu.Lock()
-		d, busy := s.sched.Step(time.Now())
+		d, busy := s.step(time.Now())
 		s.mu.Unlock()
 		if !busy {
 			due = time.Time{}
@@ -198,7 +210,8 @@ func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
 		"id": p.Model, "object": "model", "created": time.Now().Unix(), "owned_by": string(s.cfg.Flavor),
 		"root": p.Model, "parent": nil, "max_model_len": p.MaxModelLen,
 	}
-	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": []any{card}})
+	data := append([]any{card}, s.lora.cards(p.Model)...)
+	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
 }
 
 func (s *Server) serveServerInfo(w http.ResponseWriter, _ *http.Request) {

@@ -16,6 +16,7 @@ type stream struct {
 	notify chan struct{}
 	steps  []int // tokens per engine step, not yet taken by the handler
 	done   bool
+	abort  bool // the engine aborted the request (vLLM sleep mode=abort, sleep.go)
 }
 
 func newStream() *stream { return &stream{notify: make(chan struct{}, 1)} }
@@ -24,6 +25,7 @@ func newStream() *stream { return &stream{notify: make(chan struct{}, 1)} }
 func (st *stream) deliver(e Emission) {
 	st.steps = append(st.steps, e.Tokens)
 	st.done = st.done || e.Done
+	st.abort = st.abort || e.Done && e.Reason == "abort"
 	select {
 	case st.notify <- struct{}{}:
 	default:
@@ -31,11 +33,16 @@ func (st *stream) deliver(e Emission) {
 }
 
 // take moves the undelivered steps of st into buf and reports whether the engine is done.
-func (s *Server) take(st *stream, buf []int) ([]int, bool) {
+// A request the engine aborted ends with a step of no tokens and finish reason "abort".
+func (s *Server) take(st *stream, j *job, buf []int) ([]int, bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	buf = append(buf[:0], st.steps...)
 	st.steps = st.steps[:0]
+	if st.abort && j.reason != "abort" {
+		j.reason = "abort"
+		buf = append(buf, 0)
+	}
 	return buf, st.done
 }
 
@@ -136,7 +143,7 @@ func (s *Server) streamJob(w http.ResponseWriter, r *http.Request, j *job, st *s
 			return
 		}
 		var done bool
-		steps, done = s.take(st, steps)
+		steps, done = s.take(st, j, steps)
 		for i, k := range steps {
 			a.open()
 			cut, limit := a.j.faults.cut(a.sent, k)
@@ -246,7 +253,7 @@ func (s *Server) answerJob(w http.ResponseWriter, r *http.Request, j *job, st *s
 		case <-r.Context().Done():
 			return
 		}
-		steps, done = s.take(st, steps)
+		steps, done = s.take(st, j, steps)
 		for _, k := range steps {
 			total += k
 		}

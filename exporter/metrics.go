@@ -122,7 +122,7 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 	m.register(reg, opts)
 	m.tiers.init(m.queueWait)
 	m.precreate = m.initialTiers(opts.Admission)
-	m.models.init(m, opts.ServedModels)
+	m.models.init(m, opts.ServedModels, opts.UnknownModels)
 	m.decided.init(m.decisions)
 	return m
 }

@@ -17,11 +17,12 @@ import (
 // served names get their own series; every other name shares OtherModel's, so the label
 // stays bounded whatever clients send. The served names are re-read on every lookup and
 // the table is rebuilt when they change; lookups of an unchanged set take no lock and
-// allocate nothing.
+// allocate nothing. A name not served is reported to unknown, if set.
 type modelIndex struct {
-	m      *Metrics
-	served func() []string
-	table  atomic.Pointer[modelTable]
+	m       *Metrics
+	served  func() []string
+	unknown ModelWatcher // nil: none
+	table   atomic.Pointer[modelTable]
 
 	mu  sync.Mutex              // serialises rebuilds; guards all
 	all map[string]*modelSeries // every series ever made, by label value
@@ -35,8 +36,11 @@ type modelTable struct {
 	other  *modelSeries
 }
 
-func (x *modelIndex) init(m *Metrics, served func() []string) {
+func (x *modelIndex) init(m *Metrics, served func() []string, unknown ModelWatcher) {
 	x.m, x.served, x.all = m, served, make(map[string]*modelSeries)
+	if !absent(unknown) {
+		x.unknown = unknown
+	}
 	var names []string
 	if served != nil {
 		names = served()
@@ -47,7 +51,8 @@ func (x *modelIndex) init(m *Metrics, served func() []string) {
 }
 
 // lookup returns the series for a request's model. An empty name is the engine's only
-// model when it serves exactly one (as vLLM resolves it), else OtherModel.
+// model when it serves exactly one (as vLLM resolves it), else OtherModel. A name not
+// served is OtherModel and is reported to x.unknown.
 func (x *modelIndex) lookup(model string) *modelSeries {
 	t := x.table.Load()
 	if x.served != nil {
@@ -63,6 +68,9 @@ func (x *modelIndex) lookup(model string) *modelSeries {
 	}
 	if s, ok := t.byName[model]; ok {
 		return s
+	}
+	if x.unknown != nil {
+		x.unknown.UnknownModel(model)
 	}
 	return t.other
 }

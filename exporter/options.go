@@ -33,6 +33,16 @@ type EngineSource interface {
 	Latest() engine.Snapshot
 }
 
+// ModelWatcher is told of the model names requests carry that are not among the served
+// ones, so that it can read the served models again soon: a LoRA adapter loaded into
+// vLLM at run time is then recorded under its own name after its first requests
+// instead of "other" until the next periodic read. *engine.Scraper satisfies it.
+// UnknownModel is called on the request path: it must return at once, without I/O,
+// and be safe for concurrent use.
+type ModelWatcher interface {
+	UnknownModel(name string)
+}
+
 // AdmissionSource reports admission control's state. *admission.Controller satisfies
 // it. Stats must be safe for concurrent use; it is called once per scrape (and once by
 // New, to learn the tiers whose series to create up front).
@@ -139,6 +149,12 @@ type Options struct {
 	// concurrent use, and must not modify a slice it has returned. Nil: every model is
 	// "other".
 	ServedModels func() []string
+
+	// UnknownModels, if set, is told of every model name (not empty) a request carries
+	// that ServedModels does not list, when the request starts and when it is recorded.
+	// It lets the source of ServedModels notice adapters loaded at run time; a request
+	// is still recorded under "other" if the new names are not in by the time it ends.
+	UnknownModels ModelWatcher
 
 	// NativeHistograms adds native (sparse) buckets with a growth factor of 1.1 to every
 	// histogram, alongside the classic buckets. Scrapers that negotiate the protobuf

@@ -263,16 +263,7 @@ func adminDo(t *testing.T, method, url, token string) (int, string) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Authorization", "Bearer "+token)
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
+	return send(t, req)
 }
 
 // checkNoSecrets fails the test for each secret that text, the named output, contains.

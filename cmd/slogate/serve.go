@@ -182,8 +182,9 @@ func newSidecar(cfg serveSettings, log *slog.Logger, extra ...proxy.Observer) (*
 	}
 	metrics := exporter.New(sc.reg, exporter.Options{
 		TTFT: cfg.SLOTTFT, TPOT: cfg.SLOTPOT, NativeHistograms: cfg.NativeHist,
-		ServedModels: func() []string { return sc.scraper.Latest().Models },
-		Engine:       sc.scraper, InFlight: &late, Version: buildVersion(),
+		ServedModels:  func() []string { return sc.scraper.Latest().Models },
+		UnknownModels: sc.scraper, // an adapter loaded at run time is labelled within seconds
+		Engine:        sc.scraper, InFlight: &late, Version: buildVersion(),
 		Admission: sc.admission, Reloads: sc.reloads, Probe: probes, Calibration: calibrations,
 	})
 	late.decisions = metrics

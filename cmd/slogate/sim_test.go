@@ -137,7 +137,18 @@ func startCommand(t *testing.T, name string, args ...string) string {
 
 func get(t *testing.T, url string) string {
 	t.Helper()
-	resp, err := http.Get(url)
+	req, err := http.NewRequest(http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, body := send(t, req)
+	return body
+}
+
+// send sends req and returns the status and the whole body.
+func send(t *testing.T, req *http.Request) (int, string) {
+	t.Helper()
+	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,5 +157,5 @@ func get(t *testing.T, url string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return string(b)
+	return resp.StatusCode, string(b)
 }
