@@ -55,6 +55,7 @@ type Scraper struct {
 	modelsAt time.Time
 
 	recheck recheck // the /v1/models reads UnknownModel starts (models.go)
+	health  health  // the last answer of /health (health.go); guarded by mu
 }
 
 // ScraperConfig configures a Scraper.
@@ -117,6 +118,9 @@ func (s *Scraper) Scrape(ctx context.Context) Snapshot {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	rd, err := s.readMetrics(ctx)
+	if err == nil {
+		err = s.checkHealth(ctx)
+	}
 	if err != nil {
 		down := s.Latest()
 		down.Up, down.Err = false, err
@@ -178,6 +182,20 @@ func (l *limitedReader) Read(p []byte) (int, error) {
 // get sends a GET for path and returns the response if it is 200 OK; the caller closes
 // its body.
 func (s *Scraper) get(ctx context.Context, path, accept string) (*http.Response, error) {
+	resp, err := s.send(ctx, path, accept)
+	if err != nil {
+		return nil, err
+	}
+	if resp.StatusCode != http.StatusOK {
+		resp.Body.Close()
+		return nil, fmt.Errorf("%w: GET %s: %s", ErrStatus, path, resp.Status)
+	}
+	return resp, nil
+}
+
+// send sends a GET for path and returns the response whatever its status; the caller
+// closes its body.
+func (s *Scraper) send(ctx context.Context, path, accept string) (*http.Response, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, s.base+path, nil)
 	if err != nil {
 		return nil, err
@@ -189,10 +207,6 @@ func (s *Scraper) get(ctx context.Context, path, accept string) (*http.Response,
 	resp, err := s.client.Do(req)
 	if err != nil {
 		return nil, fmt.Errorf("engine: GET %s: %w", path, err)
-	}
-	if resp.StatusCode != http.StatusOK {
-		resp.Body.Close()
-		return nil, fmt.Errorf("%w: GET %s: %s", ErrStatus, path, resp.Status)
 	}
 	return resp, nil
 }

@@ -49,9 +49,10 @@ type fakeEngine struct {
 	status      int    // of /metrics; 200 if 0
 	models      []string
 	modelsDown  bool // /v1/models answers 503
+	health      int  // the status of /health; 404 (no such endpoint) if 0
 
-	metricsHits, modelsHits atomic.Int64
-	accept                  atomic.Value // the Accept header of the last /metrics request
+	metricsHits, modelsHits, healthHits atomic.Int64
+	accept                              atomic.Value // the Accept header of the last /metrics request
 }
 
 func (e *fakeEngine) set(f func(e *fakeEngine)) {
@@ -87,6 +88,13 @@ func (e *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			cards = append(cards, fmt.Sprintf(`{"id":%q,"object":"model","owned_by":"vllm"}`, m))
 		}
 		fmt.Fprintf(w, `{"object":"list","data":[%s]}`, strings.Join(cards, ","))
+	case "/health":
+		e.healthHits.Add(1)
+		if e.health == 0 {
+			http.NotFound(w, r)
+			return
+		}
+		w.WriteHeader(e.health)
 	default:
 		http.NotFound(w, r)
 	}

@@ -196,7 +196,7 @@ var (
 // The engine gauges, read from an EngineSource at scrape time (engine.go).
 var (
 	engineUpDesc = prometheus.NewDesc("slogate_engine_up",
-		"1 if slogate's last scrape of the engine's /metrics succeeded and was recognised, else 0.", nil, nil)
+		"1 if slogate's last scrape of the engine's /metrics succeeded and was recognised and its /health answered 2xx, else 0.", nil, nil)
 	engineInfoDesc = prometheus.NewDesc("slogate_engine_info",
 		"Always 1; the engine label says which engine slogate reads (auto until detected).", []string{labelEngine}, nil)
 	engineScrapeAgeDesc = prometheus.NewDesc("slogate_engine_scrape_age_seconds",
