@@ -33,9 +33,17 @@ func enginePanels() []cog.Builder[dashboard.Panel] {
 		singleStat("Served models", "Models the engines list on /v1/models (the values of the model label), the most of any selected pod.", unitCount,
 			query("max ("+sel("slogate_engine_served_models")+")", "models")).
 			ColorMode(common.BigValueColorModeNone),
-		graph("Engine queue and running batch", "Requests waiting in the engine's queue and in its running batch, per pod.", unitCount,
+		singleStat("Engine sleeping", "Whether any selected engine says it sleeps (vLLM sleep mode, the highest of slogate_engine_sleeping): it answers /metrics but serves nothing, /readyz is false and admission answers 503.", unitBool,
+			query("max ("+sel("slogate_engine_sleeping")+")", "sleeping")).
+			Thresholds(thresholds("green", step(1, "red"))),
+		graph("Engine queue and running batch", "Requests waiting in the engine's queue and in its running batch, per pod; of the waiting, those that wait for room in the KV cache or batch (vLLM reason=capacity, the ones admission's saturation counts; the rest are deferred, e.g. by LoRA or KV-transfer limits).", unitCount,
 			query(sel("slogate_engine_waiting_requests"), "waiting {{pod}}"),
+			query(sel("slogate_engine_waiting_capacity_requests"), "waiting for capacity {{pod}}"),
 			query(sel("slogate_engine_running_requests"), "running {{pod}}")).
+			Min(0),
+		graph("Queue time: slogate and the engine", "Mean time requests waited in slogate's admission queue before dispatch, next to the mean time they then waited in the engine's own queue (from its queue-time histogram, over about the last minute), per pod: together the part of TTFT spent waiting rather than computing.", unitSeconds,
+			query(sumBy("pod", rate(sel("slogate_queue_wait_seconds_sum")))+" / "+sumBy("pod", rate(sel("slogate_queue_wait_seconds_count"))), "slogate {{pod}}"),
+			query(sel("slogate_engine_queue_time_mean_seconds"), "engine {{pod}}")).
 			Min(0),
 		ratioGraph("KV-cache usage", "Fraction of the engine's KV cache in use, per pod (the fullest instance if the engine reports several).",
 			query(sel("slogate_engine_kv_cache_usage_ratio"), "{{pod}}")),
@@ -48,6 +56,9 @@ func enginePanels() []cog.Builder[dashboard.Panel] {
 			Min(0),
 		ratioGraph("Prefix-cache hit ratio", "Fraction of prompt tokens served from the engine's prefix cache over about the last minute, per pod (from the engine's counters). No series before slogate has two readings of the counters, or when no prompt was processed in the window.",
 			query(sel("slogate_engine_prefix_cache_hit_ratio"), "{{pod}}")),
+		graph("Speculative-decoding acceptance length", "Mean tokens the engine emits per speculative verify step, the bonus token included (1 + accepted / drafts), per pod (vLLM: over about the last minute; SGLang: its last decode log). No series without speculative decoding.", unitCount,
+			query(sel("slogate_engine_spec_decode_acceptance_length"), "{{pod}}")).
+			Min(1),
 		ratioGraph("Speculative-decoding acceptance", "Fraction of drafted speculative tokens the engine accepted, the bonus token excluded, per pod (vLLM: over about the last minute, from its counters; SGLang: its gauges over its last decode log, converted). No series without speculative decoding.",
 			query(sel("slogate_engine_spec_decode_acceptance_ratio"), "{{pod}}")),
 	}
