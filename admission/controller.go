@@ -194,7 +194,7 @@ func (c *Controller) decide(now time.Time, t *tierState, tk *Ticket, d *Decision
 	if reason == EngineDown {
 		d.Verdict, d.Reason = Rejected, EngineDown
 		c.bypass(d, t, tk)
-		return nil, reject(t, EngineDown, engineRetry, "the engine is down or its metrics are stale")
+		return nil, reject(t, EngineDown, engineRetry, "the engine is down, asleep or its metrics are stale")
 	}
 	var res *rate.Reservation // the arrival's token, given back if it is turned away below
 	if t.limiter != nil {

@@ -95,7 +95,7 @@ func (c *Controller) Tick() {
 	for _, t := range c.all() {
 		for w := t.head(); w != nil && down; w = t.head() {
 			t.remove(w)
-			w.ch <- grant{err: reject(t, EngineDown, engineRetry, "the engine is down or its metrics are stale"), wait: now.Sub(w.enqueued)}
+			w.ch <- grant{err: reject(t, EngineDown, engineRetry, "the engine is down, asleep or its metrics are stale"), wait: now.Sub(w.enqueued)}
 		}
 		c.expire(now, t)
 		t.adjust(now, c.fb)

@@ -241,7 +241,7 @@ var (
 	admissionModeDesc = prometheus.NewDesc("slogate_admission_mode",
 		"1 for the admission mode in force (off, shadow: decide and record only, enforce: delay and reject), 0 for the others.", []string{labelMode}, nil)
 	admissionEngineStateDesc = prometheus.NewDesc("slogate_admission_engine_state",
-		"1 for the engine state a new request would meet, 0 for the others: ok, saturated (its queue or KV cache is past the saturation thresholds: new requests wait or are rejected) or engine-down (down or stale with the closed policy: new requests get 503).", []string{labelState}, nil)
+		"1 for the engine state a new request would meet, 0 for the others: ok, saturated (its queue or KV cache is past the saturation thresholds: new requests wait or are rejected) or engine-down (down, asleep (vLLM sleep mode), or stale with the closed policy: new requests get 503).", []string{labelState}, nil)
 	admissionInFlightDesc = prometheus.NewDesc("slogate_admission_inflight_requests",
 		"Requests of the tier admission has dispatched to the engine and that have not finished.", []string{labelTier}, nil)
 	admissionLimitDesc = prometheus.NewDesc("slogate_admission_inflight_limit",
