@@ -4,7 +4,7 @@
 SHELL := /bin/bash
 export PATH := /usr/local/go/bin:$(PATH)
 GO ?= go
-FUZZTIME ?= 5s
+FUZZTIME ?= 3s
 # Every fuzz target, as package:Target.
 FUZZ_TARGETS := \
 	./wire:FuzzInspect ./wire:FuzzSSE ./wire:FuzzDecodeChunk ./wire:FuzzScanChunk \
