@@ -56,7 +56,15 @@ func TestConcurrentAdmitDone(t *testing.T) {
 							if rng.IntN(4) == 0 {
 								tk.Done(ok) // a second Done must change nothing
 							}
-						case errors.As(err, &rej), errors.Is(err, context.Canceled):
+						case errors.As(err, &rej):
+							// Turned away: try again after two of the ticker's steps, as a
+							// client would back off. Without it, a ticker goroutine that the
+							// scheduler sets aside (a loaded machine) left the clients to
+							// spend every request inside one engine-down phase in a few
+							// milliseconds, and none was granted. With it, each client's
+							// requests span more than one 40-step down phase.
+							h.holdFor(100 * time.Millisecond)
+						case errors.Is(err, context.Canceled):
 						default:
 							t.Errorf("Admit = %v, %v", tk, err)
 						}
