@@ -25,7 +25,7 @@ COPY . .
 ARG VERSION=devel
 ENV CGO_ENABLED=1 GOFLAGS=-trimpath
 RUN --mount=type=cache,target=/go/pkg/mod --mount=type=cache,target=/root/.cache/go-build \
-    go build -ldflags "-s -w -X main.version=${VERSION}" -o /out/slogate ./cmd/slogate \
+    go build -ldflags "-s -w -X github.com/slogate/slogate/sidecar.version=${VERSION}" -o /out/slogate ./cmd/slogate \
     && /out/slogate version
 
 FROM gcr.io/distroless/base-debian12:nonroot

@@ -50,7 +50,7 @@ unit:
 # package at a time (-p 1): some time the HTTP path, which another package's load skews,
 # and the soak (cmd/slogate, about a minute) drives hundreds of clients.
 acceptance:
-	$(GO) test -p 1 -count=1 -run 'Acceptance' ./synth ./calibrate ./cmd/slogate
+	$(GO) test -p 1 -count=1 -run 'Acceptance' ./synth ./calibrate ./sidecar
 
 test: deps vet unit acceptance fuzz
 

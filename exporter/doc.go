@@ -16,8 +16,8 @@
 //     (admission.go); the latest probe (probe.go) and calibration (calibration.go);
 //     and the GPUs, from NVIDIA DCGM behind a cgo build tag (gpu.go, gpu_dcgm.go), or
 //     only slogate_gpu_collector_up 0 where DCGM cannot be opened.
-//   - AdminHandler and ServeAdmin (admin.go) serve /metrics, /healthz and /readyz, with
-//     TLS and basic auth configured by an exporter-toolkit web config file.
+//   - Handler (handler.go) serves the registry as GET /metrics does; the admin listener
+//     around it (health, readiness, TLS and basic auth) is the sidecar package's.
 //   - Push (push.go) sends the registry's metrics periodically to a push endpoint such
 //     as VictoriaMetrics' /api/v1/import/prometheus, for setups that are not scraped.
 //

@@ -15,6 +15,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -77,7 +78,7 @@ func TestNewPanicsOnWiringMistakes(t *testing.T) {
 // scrapeText fetches /metrics in the Prometheus text format and parses it.
 func scrapeText(t *testing.T, reg *prometheus.Registry) map[string]*dto.MetricFamily {
 	t.Helper()
-	srv := httptest.NewServer(AdminHandler(reg, nil))
+	srv := httptest.NewServer(Handler(reg))
 	defer srv.Close()
 	req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
 	req.Header.Set("Accept", "text/plain;version=0.0.4")
@@ -252,7 +253,7 @@ func TestLint(t *testing.T) {
 	for _, native := range []bool{false, true} {
 		t.Run("native="+strconv.FormatBool(native), func(t *testing.T) {
 			_, reg := fullRegistry(t, native)
-			_ = AdminHandler(reg, nil) // registers the handler's own metrics too
+			_ = Handler(reg) // registers the handler's own metrics too
 			problems, err := testutil.GatherAndLint(reg)
 			if err != nil {
 				t.Fatal(err)
@@ -312,7 +313,7 @@ func TestNativeHistograms(t *testing.T) {
 	for _, native := range []bool{false, true} {
 		t.Run("native="+strconv.FormatBool(native), func(t *testing.T) {
 			_, reg := fullRegistry(t, native)
-			srv := httptest.NewServer(AdminHandler(reg, nil))
+			srv := httptest.NewServer(Handler(reg))
 			defer srv.Close()
 			req, _ := http.NewRequest(http.MethodGet, srv.URL+"/metrics", nil)
 			req.Header.Set("Accept", string(expfmt.NewFormat(expfmt.TypeProtoDelim)))
@@ -346,5 +347,47 @@ func TestNativeHistograms(t *testing.T) {
 			}
 			t.Error("no TTFT histogram in the exposition")
 		})
+	}
+}
+
+// TestMetricsExpositionParses: every family slogate exports is in the text exposition,
+// and it parses.
+func TestMetricsExpositionParses(t *testing.T) {
+	_, reg := fullRegistry(t, true)
+	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	defer srv.Close()
+	resp, err := srv.Client().Get(srv.URL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body := string(b)
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("parsing /metrics: %v", err)
+	}
+	for _, name := range []string{
+		"slogate_requests_total", "slogate_time_to_first_token_seconds", "slogate_time_per_output_token_seconds",
+		"slogate_inter_token_gap_seconds", "slogate_e2e_request_duration_seconds", "slogate_prompt_tokens_total",
+		"slogate_generation_tokens_total", "slogate_inflight_requests", "slogate_inflight_kv_tokens",
+		"slogate_engine_up", "slogate_engine_info", "slogate_engine_kv_cache_usage_ratio",
+		"slogate_engine_preemptions_total", "slogate_engine_scrape_age_seconds", "slogate_build_info",
+		"slogate_queue_wait_seconds", "slogate_admission_decisions_total", "slogate_admission_mode",
+		"slogate_admission_engine_state", "slogate_admission_inflight_requests", "slogate_admission_inflight_limit",
+		"slogate_admission_inflight_limit_min", "slogate_admission_inflight_limit_max", "slogate_admission_queue_length",
+		"slogate_admission_queue_limit", "slogate_admission_queue_wait_limit_seconds", "slogate_admission_rate_limit",
+		"slogate_admission_slo_seconds", "slogate_admission_observed_p95_seconds", "slogate_admission_service_rate",
+		"slogate_admission_tier_max_input_tokens", "slogate_admission_config_last_reload_successful",
+		"slogate_admission_config_last_reload_success_timestamp_seconds",
+		"go_goroutines", "process_start_time_seconds",
+	} {
+		if _, ok := fams[name]; !ok {
+			t.Errorf("%s missing from /metrics", name)
+		}
 	}
 }

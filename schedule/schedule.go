@@ -19,6 +19,17 @@ type Guard interface {
 	Busy() (bool, string)
 }
 
+// Exclusive is a Guard that also keeps other work off the engine while the task runs.
+// Before a run the Scheduler asks Claim in place of Busy: when it reports not busy, the
+// engine is the task's until Release, which the Scheduler calls exactly once when that
+// run ends. Busy is still asked while the run goes on. Its methods must be safe for
+// concurrent use.
+type Exclusive interface {
+	Guard
+	Claim() (bool, string)
+	Release()
+}
+
 // ErrHeld reports a task stopped, or never started, because live traffic needed the
 // engine.
 var ErrHeld = errors.New("held back by live traffic")
@@ -132,10 +143,13 @@ func (s *Scheduler) nextWait() time.Duration {
 // runOnce runs the task unless live traffic is too high, stopping it if live traffic
 // rises while it runs.
 func (s *Scheduler) runOnce(ctx context.Context) error {
-	if busy, why := s.busy(); busy {
+	if busy, why := s.claim(); busy {
 		err := fmt.Errorf("%w: %s", ErrHeld, why)
 		s.finish(time.Now(), err)
 		return err
+	}
+	if ex, ok := s.cfg.Guard.(Exclusive); ok {
+		defer ex.Release()
 	}
 	start := time.Now()
 	s.mu.Lock()
@@ -167,6 +181,15 @@ func (s *Scheduler) watch(ctx context.Context, cancel context.CancelCauseFunc) {
 			}
 		}
 	}
+}
+
+// claim asks the guard whether a run may start, reserving the engine for it when the
+// guard is Exclusive.
+func (s *Scheduler) claim() (bool, string) {
+	if ex, ok := s.cfg.Guard.(Exclusive); ok {
+		return ex.Claim()
+	}
+	return s.busy()
 }
 
 func (s *Scheduler) busy() (bool, string) {

@@ -73,3 +73,6 @@ func (s *Schedule) Latest() (Report, bool) {
 	}
 	return *s.latest, true
 }
+
+// Workload is the workload the schedule probes.
+func (s *Schedule) Workload() Workload { return s.cfg.Workload }

@@ -11,6 +11,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"go.yaml.in/yaml/v3"
@@ -158,6 +159,18 @@ func (w Workload) Quick() Workload {
 	}
 	w.Shapes = shapes
 	return w
+}
+
+// FindWorkload returns the preset of that name, or reads the workload file it names (a
+// path, or a name ending in .yaml or .yml).
+func FindWorkload(name string) (Workload, error) {
+	if w, ok := Presets[name]; ok {
+		return w, nil
+	}
+	if strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || strings.Contains(name, "/") {
+		return LoadWorkload(name)
+	}
+	return Workload{}, fmt.Errorf("workload %q: not a preset (context-matrix, shapes, rate-scan) or a YAML file", name)
 }
 
 // LoadWorkload reads a workload file (YAML, decoded strictly) and validates it.

@@ -5,17 +5,14 @@ import (
 	"fmt"
 	"io"
 	"log"
+	"math"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"sync"
-	"sync/atomic"
-	"time"
 
 	"github.com/slogate/slogate/admission"
-	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/enginesim"
-	"github.com/slogate/slogate/proxy"
+	"github.com/slogate/slogate/sidecar"
 )
 
 // setup says what stands between the client and the engine of one stack.
@@ -30,31 +27,21 @@ type setup struct {
 }
 
 // stack is one simulated deployment, all in this process: a simulated engine on its own
-// loopback server, slogate's proxy in front of it on another (with, as the setup says,
-// an engine scraper and an admission controller wired as `slogate serve` wires them),
-// and a client of its own.
+// loopback server and, in front of it, the sidecar `slogate serve` runs (built by the
+// same sidecar.New, with the setup's admission), with a client of its own.
 type stack struct {
 	setup   setup
 	sim     *enginesim.Server
 	simSrv  *httptest.Server
-	prx     *proxy.Proxy
-	live    atomic.Pointer[proxy.Proxy] // prx, for admission's loop, which starts first
-	prxSrv  *httptest.Server
-	scraper *engine.Scraper
-	ctrl    *admission.Controller
+	sc      *sidecar.Sidecar
+	ctrl    *admission.Controller // the sidecar's, when the setup has admission control
 	client  *http.Client
-	url     string // the proxy's /v1/completions
+	url     string // the sidecar's /v1/completions
 	profile enginesim.Profile
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
 }
-
-// Intervals of the background loops, as `slogate serve` runs them (scrape-interval 1s).
-const (
-	scrapeInterval = time.Second
-	admissionTick  = 20 * time.Millisecond
-)
 
 // newStack starts a stack for su in front of a fresh simulated engine of profile p
 // (vLLM flavour). Close stops it.
@@ -67,50 +54,37 @@ func newStack(su setup, p enginesim.Profile) (*stack, error) {
 	st := &stack{setup: su, sim: sim, stop: stop, client: newClient(), profile: p}
 	st.simSrv = quietServer(sim.Handler())
 	st.wg.Go(func() { _ = sim.Run(ctx) })
-	upstream, _ := url.Parse(st.simSrv.URL)
-	cfg := proxy.Config{Upstream: upstream, InjectUsage: true}
-	if su.Admission != nil {
-		if err := st.startAdmission(ctx, su); err != nil {
-			st.Close()
-			return nil, err
-		}
-		cfg.Admission = st.ctrl
+	cfg, opts := sidecarFor(su, st.simSrv.URL)
+	if st.sc, err = sidecar.New(cfg, opts); err != nil {
+		st.Close()
+		return nil, fmt.Errorf("%s: %w", su.Name, err)
 	}
-	st.prx = proxy.New(cfg)
-	st.live.Store(st.prx)
-	st.prxSrv = quietServer(st.prx)
-	st.url = st.prxSrv.URL + "/v1/completions"
+	if su.Admission != nil {
+		st.ctrl = st.sc.Admission()
+	}
+	st.wg.Go(func() { _ = st.sc.Run(ctx) })
+	st.url = "http://" + st.sc.Addr().String() + "/v1/completions"
 	return st, nil
 }
 
-// startAdmission builds the scraper (if the setup uses engine signals) and the admission
-// controller in enforce mode, and runs them.
-func (st *stack) startAdmission(ctx context.Context, su setup) error {
-	opts := admission.Options{
-		Mode: admission.Enforce,
-		SLO:  admission.SLO{TTFT: admission.Duration(su.SLO.TTFT), TPOT: admission.Duration(su.SLO.TPOT)},
-	}
-	if su.Engine {
-		st.scraper = engine.NewScraper(engine.ScraperConfig{BaseURL: st.simSrv.URL, Kind: engine.KindVLLM, Interval: scrapeInterval})
-		st.wg.Go(func() { _ = st.scraper.Run(ctx) })
-		opts.Engine = st.scraper
-		// As serve's lateBinding: the proxy is built after the controller.
-		opts.InFlightKV = func() int64 {
-			p := st.live.Load()
-			if p == nil {
-				return 0
-			}
-			_, kv := p.InFlight()
-			return kv
+// sidecarFor returns the sidecar settings of su in front of the engine at upstream:
+// serve's defaults on loopback ports, without DCGM, cutting requests at once when the
+// stack closes; admission off without tiers, else enforced with them. A setup without
+// engine signals gets saturation thresholds no engine reaches, so that only the tiers'
+// own limits act.
+func sidecarFor(su setup, upstream string) (sidecar.Config, sidecar.Options) {
+	cfg := sidecar.DefaultConfig()
+	cfg.Upstream, cfg.Listen, cfg.AdminListen, cfg.DCGM = upstream, "127.0.0.1:0", "127.0.0.1:0", "off"
+	cfg.SLOTTFT, cfg.SLOTPOT, cfg.DrainTimeout = su.SLO.TTFT, su.SLO.TPOT, 0
+	cfg.Admission = "off"
+	var opts sidecar.Options
+	if su.Admission != nil {
+		cfg.Admission, opts.Tiers = "enforce", su.Admission
+		if !su.Engine {
+			cfg.SaturationQueue, cfg.SaturationKV = math.Inf(1), math.Inf(1)
 		}
 	}
-	ctrl, err := admission.New(*su.Admission, opts)
-	if err != nil {
-		return fmt.Errorf("%s: %w", su.Name, err)
-	}
-	st.ctrl = ctrl
-	st.wg.Go(func() { ctrl.Run(ctx, admissionTick) })
-	return nil
+	return cfg, opts
 }
 
 // quietServer starts a loopback HTTP server whose error log is discarded (the cut-off
@@ -122,15 +96,12 @@ func quietServer(h http.Handler) *httptest.Server {
 	return srv
 }
 
-// Close stops the stack: its servers, engine loop, scraper and admission controller.
+// Close stops the stack: the sidecar (its requests cut short at once), the engine's
+// server and loop.
 func (st *stack) Close() {
-	if st.prxSrv != nil {
-		st.prxSrv.CloseClientConnections()
-		st.prxSrv.Close()
-	}
-	st.simSrv.CloseClientConnections()
-	st.simSrv.Close()
 	st.stop()
 	st.wg.Wait()
+	st.simSrv.CloseClientConnections()
+	st.simSrv.Close()
 	st.client.CloseIdleConnections()
 }

@@ -7,6 +7,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/slogate/slogate/sidecar"
 )
 
 // FuzzSettings feeds an arbitrary value to one of serve's settings, once as its
@@ -16,7 +18,7 @@ import (
 // value, giving the same settings, or both refuse it, naming the variable or the flag.
 // An empty variable counts as unset, so empty values are not compared.
 func FuzzSettings(f *testing.F) {
-	specs := describeSettings(&serveSettings{})
+	specs := describeSettings(&sidecar.Config{})
 	index := func(flagName string) uint8 {
 		for i, s := range specs {
 			if s.Flag == flagName {
@@ -39,7 +41,7 @@ func FuzzSettings(f *testing.F) {
 	}
 	f.Fuzz(func(t *testing.T, i uint8, value string) {
 		s := specs[int(i)%len(specs)]
-		var fromEnv, fromFlag serveSettings
+		var fromEnv, fromFlag sidecar.Config
 		envErr := loadSettings(quietFlags(nil), &fromEnv, []string{s.Env + "=" + value}, nil)
 		var out bytes.Buffer
 		flagErr := loadSettings(quietFlags(&out), &fromFlag, nil, []string{"--" + s.Flag + "=" + value})

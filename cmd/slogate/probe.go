@@ -9,12 +9,12 @@ import (
 	"io"
 	"os"
 	"path/filepath"
-	"strings"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slogate/slogate/exporter"
+	"github.com/slogate/slogate/sidecar"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -49,7 +49,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if err := parseFlags(fs, args); err != nil {
 		return err
 	}
-	w, err := loadWorkload(*workload)
+	w, err := synth.FindWorkload(*workload)
 	if err != nil {
 		return err
 	}
@@ -85,7 +85,7 @@ func apiKeyFlag(fs *flag.FlagSet) func() string {
 // checks, when it started and ended, and whether it succeeded.
 func pushProbe(ctx context.Context, url, labels, workload string, start time.Time, rep synth.Report, runErr error) error {
 	snap := exporter.ProbeSnapshot{Workload: workload, Runs: 1, LastStart: start, LastEnd: time.Now(), LastOK: runErr == nil}
-	addReport(&snap, rep)
+	sidecar.AddReport(&snap, rep)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(exporter.NewProbeCollector(probeSnapshot(snap)))
 	return exporter.PushOnce(ctx, url, reg, labels, nil)
@@ -95,17 +95,6 @@ func pushProbe(ctx context.Context, url, labels, workload string, start time.Tim
 type probeSnapshot exporter.ProbeSnapshot
 
 func (s probeSnapshot) Probe() exporter.ProbeSnapshot { return exporter.ProbeSnapshot(s) }
-
-// loadWorkload returns a preset by name, or reads a workload file.
-func loadWorkload(name string) (synth.Workload, error) {
-	if w, ok := synth.Presets[name]; ok {
-		return w, nil
-	}
-	if strings.HasSuffix(name, ".yaml") || strings.HasSuffix(name, ".yml") || strings.Contains(name, "/") {
-		return synth.LoadWorkload(name)
-	}
-	return synth.Workload{}, fmt.Errorf("--workload %q: not a preset (context-matrix, shapes, rate-scan) or a YAML file", name)
-}
 
 // writeReports writes the report in its three forms into dir.
 func writeReports(dir string, rep synth.Report) error {

@@ -16,6 +16,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/internal/simtest"
 )
 
 // The end-to-end test of the dashboards and the rules against a real Prometheus, the
@@ -73,9 +74,9 @@ func TestPrometheusEndToEnd(t *testing.T) {
 // test fails, it logs what the demo's schedules did.
 func startDemo(t *testing.T, namespace, pod string, args ...string) promTarget {
 	t.Helper()
-	d := promTarget{data: freeAddr(t), admin: freeAddr(t), namespace: namespace, pod: pod}
+	d := promTarget{data: simtest.FreeAddr(t), admin: simtest.FreeAddr(t), namespace: namespace, pod: pod}
 	ctx, cancel := context.WithCancel(context.Background())
-	out := &syncBuffer{}
+	out := &simtest.Buffer{}
 	done := make(chan int, 1)
 	args = append([]string{"demo", "--listen", d.data, "--admin-listen", d.admin, "--log-level", "info"}, args...)
 	go func() { done <- run(ctx, args, out, out) }()
@@ -96,7 +97,7 @@ func startDemo(t *testing.T, namespace, pod string, args ...string) promTarget {
 		}
 	})
 	awaitProm(t, "demo "+pod+" to be ready", 30*time.Second, func() (bool, error) {
-		return status("http://"+d.admin+"/readyz") == http.StatusOK, nil
+		return simtest.Status("http://"+d.admin+"/readyz") == http.StatusOK, nil
 	})
 	return d
 }
@@ -120,8 +121,8 @@ func startPrometheus(t *testing.T, targets ...promTarget) string {
 	if err := os.WriteFile(path, []byte(cfg.String()), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	addr := freeAddr(t)
-	log := &syncBuffer{}
+	addr := simtest.FreeAddr(t)
+	log := &simtest.Buffer{}
 	cmd := exec.Command(prometheusBin, "--config.file="+path, "--storage.tsdb.path="+filepath.Join(dir, "data"),
 		"--web.listen-address="+addr, "--log.level=warn")
 	cmd.Stdout, cmd.Stderr = log, log
@@ -131,7 +132,7 @@ func startPrometheus(t *testing.T, targets ...promTarget) string {
 	t.Cleanup(func() { _ = cmd.Process.Signal(os.Interrupt); _ = cmd.Wait() })
 	base := "http://" + addr
 	awaitProm(t, "Prometheus to be ready", 30*time.Second, func() (bool, error) {
-		if status(base+"/-/ready") == http.StatusOK {
+		if simtest.Status(base+"/-/ready") == http.StatusOK {
 			return true, nil
 		}
 		return false, fmt.Errorf("log:\n%s", log.String())
@@ -210,7 +211,7 @@ func (e *e2e) calibrated(t *testing.T, n int) {
 		}
 		if running, err := value("slogate_calibration_running"); err == nil && running == 0 && time.Since(asked) > 2*time.Second {
 			asked = time.Now()
-			post(t, "http://"+e.healthy.admin+"/-/calibrate") // 409 while one is about to run
+			simtest.Post(t, "http://"+e.healthy.admin+"/-/calibrate") // 409 while one is about to run
 		}
 		return false, fmt.Errorf("%v calibrations completed", runs)
 	})

@@ -5,7 +5,7 @@ import (
 	"strings"
 )
 
-// The settings reference in docs/operations.md is generated from serveSettings, so that
+// The settings reference in docs/operations.md is generated from sidecar.Config, so that
 // it cannot drift from what slogate reads: TestOperationsSettings fails when the file
 // differs, and `go test ./cmd/slogate -run TestOperationsSettings -update` rewrites it.
 

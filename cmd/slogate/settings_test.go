@@ -3,11 +3,12 @@ package main
 import (
 	"flag"
 	"io"
-	"log/slog"
 	"os"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slogate/slogate/sidecar"
 )
 
 func TestLoadSettings(t *testing.T) {
@@ -15,20 +16,20 @@ func TestLoadSettings(t *testing.T) {
 		name    string
 		env     []string
 		args    []string
-		check   func(serveSettings) bool
+		check   func(sidecar.Config) bool
 		wantErr string
 	}{
-		{name: "defaults", check: func(s serveSettings) bool {
+		{name: "defaults", check: func(s sidecar.Config) bool {
 			return s.Upstream == "http://127.0.0.1:8000" && s.SLOTTFT == 2*time.Second && s.SLOTPOT == 100*time.Millisecond && s.InjectUsage && s.MaxBodyBytes == 64<<20 &&
 				s.ReadHeaderTimeout == 10*time.Second && s.IdleTimeout == 2*time.Minute
 		}},
 		{name: "environment", env: []string{"SLOGATE_UPSTREAM=http://engine:9000", "SLOGATE_SLO_TTFT=1500ms", "SLOGATE_INJECT_USAGE=false"},
-			check: func(s serveSettings) bool {
+			check: func(s sidecar.Config) bool {
 				return s.Upstream == "http://engine:9000" && s.SLOTTFT == 1500*time.Millisecond && !s.InjectUsage
 			}},
 		{name: "a flag wins over its variable", env: []string{"SLOGATE_SLO_TPOT=50ms", "SLOGATE_LISTEN=:1"},
 			args: []string{"--slo-tpot", "80ms", "--inject-usage=false", "--max-body-bytes", "1024"},
-			check: func(s serveSettings) bool {
+			check: func(s sidecar.Config) bool {
 				return s.SLOTPOT == 80*time.Millisecond && s.Listen == ":1" && !s.InjectUsage && s.MaxBodyBytes == 1024
 			}},
 		{name: "bad environment value", env: []string{"SLOGATE_SLO_TTFT=soon"}, wantErr: "SLOGATE_SLO_TTFT"},
@@ -38,7 +39,7 @@ func TestLoadSettings(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
 			fs.SetOutput(io.Discard)
-			var s serveSettings
+			var s sidecar.Config
 			err := loadSettings(fs, &s, tc.env, tc.args)
 			if tc.wantErr != "" {
 				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
@@ -58,7 +59,7 @@ func TestLoadSettings(t *testing.T) {
 
 // TestSettingsDescribed: every setting has a flag, a SLOGATE_ variable and a meaning.
 func TestSettingsDescribed(t *testing.T) {
-	for _, s := range describeSettings(&serveSettings{}) {
+	for _, s := range describeSettings(&sidecar.Config{}) {
 		if !strings.HasPrefix(s.Env, "SLOGATE_") || s.Help == "" || s.Flag == "" {
 			t.Errorf("setting %+v is not fully described", s)
 		}
@@ -74,7 +75,7 @@ func TestOperationsSettings(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := withSettings(string(doc), settingsMarkdown(describeSettings(&serveSettings{})))
+	want, err := withSettings(string(doc), settingsMarkdown(describeSettings(&sidecar.Config{})))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -85,7 +86,7 @@ func TestOperationsSettings(t *testing.T) {
 		return
 	}
 	if string(doc) != want {
-		t.Errorf("%s is out of date with serveSettings: run go test ./cmd/slogate -run TestOperationsSettings -update", path)
+		t.Errorf("%s is out of date with sidecar.Config: run go test ./cmd/slogate -run TestOperationsSettings -update", path)
 	}
 }
 
@@ -102,31 +103,6 @@ func TestWithSettings(t *testing.T) {
 			got, err := withSettings(tc.doc, "new\n")
 			if got != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
 				t.Errorf("withSettings = %q, %v; want %q, %q", got, err, tc.want, tc.err)
-			}
-		})
-	}
-}
-
-// TestServerTimeoutsChecked: a data listener timeout that is not positive, which would
-// leave slow or idle clients their connections for ever, is refused at start.
-func TestServerTimeoutsChecked(t *testing.T) {
-	cases := []struct {
-		name string
-		edit func(*serveSettings)
-	}{
-		{"read-header timeout 0", func(s *serveSettings) { s.ReadHeaderTimeout = 0 }},
-		{"negative read-header timeout", func(s *serveSettings) { s.ReadHeaderTimeout = -time.Second }},
-		{"idle timeout 0", func(s *serveSettings) { s.IdleTimeout = 0 }},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			cfg, err := demoSidecarSettings("127.0.0.1:1", "error")
-			if err != nil {
-				t.Fatal(err)
-			}
-			tc.edit(&cfg)
-			if _, err := newSidecar(cfg, slog.New(slog.DiscardHandler)); err == nil || !strings.Contains(err.Error(), "timeout") {
-				t.Errorf("newSidecar: %v, want an error naming the timeout", err)
 			}
 		})
 	}

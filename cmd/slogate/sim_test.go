@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/slogate/slogate/internal/simtest"
 	"github.com/slogate/slogate/wire"
 )
 
@@ -108,7 +109,7 @@ func TestDemoCommand(t *testing.T) {
 // returns its base URL once /health answers.
 func startCommand(t *testing.T, name string, args ...string) string {
 	t.Helper()
-	addr := freeAddr(t)
+	addr := simtest.FreeAddr(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	var stderr bytes.Buffer
@@ -141,21 +142,6 @@ func get(t *testing.T, url string) string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, body := send(t, req)
+	_, body := simtest.Send(t, req)
 	return body
-}
-
-// send sends req and returns the status and the whole body.
-func send(t *testing.T, req *http.Request) (int, string) {
-	t.Helper()
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return resp.StatusCode, string(b)
 }

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"golang.org/x/net/html"
+
+	"github.com/slogate/slogate/internal/simtest"
 )
 
 // TestStatusPageChromium runs `slogate demo` with its synthetic load, waits for its first
@@ -28,13 +30,13 @@ func TestStatusPageChromium(t *testing.T) {
 	browser := statusChromium(t)
 	admin := startStatusDemo(t)
 	base := "http://" + admin + "/"
-	waitForLong(t, "the demo's first probe", 2*time.Minute, func() bool { return status(base+"probe/report.json") == http.StatusOK })
+	simtest.WaitFor(t, "the demo's first probe", 2*time.Minute, func() bool { return simtest.Status(base+"probe/report.json") == http.StatusOK })
 	liveTTFT := regexp.MustCompile(`data-tier="all">.*?data-field="ttft-p95">[0-9]`)
-	waitForLong(t, "live numbers on the status page", time.Minute, func() bool { return liveTTFT.MatchString(get(t, base)) })
-	if got := status(base + "metrics"); got != http.StatusOK {
+	simtest.WaitFor(t, "live numbers on the status page", time.Minute, func() bool { return liveTTFT.MatchString(get(t, base)) })
+	if got := simtest.Status(base + "metrics"); got != http.StatusOK {
 		t.Errorf("GET /metrics beside the status page: %d, want 200", got)
 	}
-	if got := status(base + "no-such-page"); got != http.StatusNotFound {
+	if got := simtest.Status(base + "no-such-page"); got != http.StatusNotFound {
 		t.Errorf("GET /no-such-page: %d, want 404 (the status page is at / only)", got)
 	}
 
@@ -93,7 +95,7 @@ func statusChromium(t *testing.T) string {
 // has named the status page.
 func startStatusDemo(t *testing.T) string {
 	t.Helper()
-	data, admin := freeAddr(t), freeAddr(t)
+	data, admin := simtest.FreeAddr(t), simtest.FreeAddr(t)
 	out, err := os.Create(filepath.Join(t.TempDir(), "demo.log")) // safe for concurrent writes
 	if err != nil {
 		t.Fatal(err)
@@ -114,9 +116,9 @@ func startStatusDemo(t *testing.T) string {
 			t.Errorf("demo exited %d", code)
 		}
 	})
-	waitForLong(t, "the demo to be ready", 30*time.Second, func() bool { return status("http://"+admin+"/readyz") == http.StatusOK })
+	simtest.WaitFor(t, "the demo to be ready", 30*time.Second, func() bool { return simtest.Status("http://"+admin+"/readyz") == http.StatusOK })
 	// A newcomer finds the page from the demo's banner.
-	waitForLong(t, "the status page's address in the demo's banner", 10*time.Second, func() bool {
+	simtest.WaitFor(t, "the status page's address in the demo's banner", 10*time.Second, func() bool {
 		log, _ := os.ReadFile(out.Name())
 		return strings.Contains(string(log), "slogate status page          http://"+admin+"/\n")
 	})

@@ -1,7 +1,6 @@
-package main
+package sidecar
 
 import (
-	"io"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -11,14 +10,8 @@ import (
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/internal/simtest"
 )
-
-// A tiers file of one tier, with limits nobody measured.
-const guessedTiers = `tiers:
-  - name: all
-    max_in_flight: 64
-    max_queue: 16
-`
 
 // TestSidecarCalibration: POST /-/calibrate measures the tier's knee against the engine
 // and publishes the tiers file it derives, the per-tier report and the metrics; with
@@ -33,26 +26,26 @@ func TestSidecarCalibration(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			file := filepath.Join(t.TempDir(), "tiers.yaml")
-			if err := os.WriteFile(file, []byte(guessedTiers), 0o644); err != nil {
+			if err := os.WriteFile(file, []byte(simtest.GuessedTiers), 0o644); err != nil {
 				t.Fatal(err)
 			}
-			ts := startTestSidecarOn(t, p, func(cfg *serveSettings) {
+			ts := startTestSidecarOn(t, p, func(cfg *Config) {
 				cfg.TiersFile, cfg.Admission = file, "enforce"
 				cfg.Calibrate, cfg.CalibrateApply = true, apply
 				cfg.CalibrateRound, cfg.CalibrateOutput = time.Second, 8
 				cfg.SLOTTFT = 400 * time.Millisecond
 			})
-			if code := status(ts.admin + "/calibration/tiers.yaml"); code != http.StatusNotFound {
+			if code := simtest.Status(ts.admin + "/calibration/tiers.yaml"); code != http.StatusNotFound {
 				t.Fatalf("tiers.yaml before any calibration: %d, want 404", code)
 			}
-			if code := post(t, ts.admin+"/-/calibrate"); code != http.StatusAccepted {
+			if code := simtest.Post(t, ts.admin+"/-/calibrate"); code != http.StatusAccepted {
 				t.Fatalf("POST /-/calibrate: %d, want 202", code)
 			}
 			waitFor(t, "the calibration to start", func() bool { return ts.sc.calibration.Status().Running })
-			if code := post(t, ts.admin+"/-/calibrate"); code != http.StatusConflict {
+			if code := simtest.Post(t, ts.admin+"/-/calibrate"); code != http.StatusConflict {
 				t.Errorf("POST /-/calibrate while one runs: %d, want 409", code)
 			}
-			waitForLong(t, "the calibration to finish", 2*time.Minute, func() bool { return !ts.sc.calibration.Status().Running })
+			simtest.WaitFor(t, "the calibration to finish", 2*time.Minute, func() bool { return !ts.sc.calibration.Status().Running })
 			if st := ts.sc.calibration.Status(); st.Runs != 1 || st.LastErr != "" {
 				t.Fatalf("calibration status %+v, want one run without error", st)
 			}
@@ -62,7 +55,7 @@ func TestSidecarCalibration(t *testing.T) {
 				t.Fatalf("knee %v req/s (reference %v req/s, rule %q), want a sustainable rate near the reference", tier.KneeRate, tier.Reference, tier.Rule)
 			}
 
-			yamlText := get(t, ts.admin+"/calibration/tiers.yaml")
+			yamlText := simtest.Get(t, ts.admin+"/calibration/tiers.yaml")
 			t.Logf("published tiers file:\n%s", yamlText)
 			published, err := admission.ParseConfig([]byte(yamlText))
 			if err != nil {
@@ -80,7 +73,7 @@ func TestSidecarCalibration(t *testing.T) {
 				t.Errorf("report only, yet in force %+v, want the guessed limits", inForce)
 			}
 
-			metrics := get(t, ts.admin+"/metrics")
+			metrics := simtest.Get(t, ts.admin+"/metrics")
 			for _, want := range []string{
 				"slogate_calibration_runs_total 1", "slogate_calibration_last_success 1",
 				"slogate_calibration_applied " + map[bool]string{true: "1", false: "0"}[apply],
@@ -91,11 +84,11 @@ func TestSidecarCalibration(t *testing.T) {
 					t.Errorf("/metrics lacks %s", want)
 				}
 			}
-			if html := get(t, ts.admin+"/calibration/all/report.html"); !strings.Contains(html, "knee") {
+			if html := simtest.Get(t, ts.admin+"/calibration/all/report.html"); !strings.Contains(html, "knee") {
 				t.Errorf("the tier's HTML report does not mark the knee")
 			}
 			for path, code := range map[string]int{"/calibration/none/report.html": 404, "/calibration/all/report.pdf": 404, "/calibration/all/report.md": 200} {
-				if got := status(ts.admin + path); got != code {
+				if got := simtest.Status(ts.admin + path); got != code {
 					t.Errorf("GET %s: %d, want %d", path, got, code)
 				}
 			}
@@ -105,25 +98,14 @@ func TestSidecarCalibration(t *testing.T) {
 
 // TestCalibrationOff: without --calibrate, the endpoints say so and no metrics appear.
 func TestCalibrationOff(t *testing.T) {
-	ts := startTestSidecarWith(t, func(*serveSettings) {})
-	if code := post(t, ts.admin+"/-/calibrate"); code != http.StatusBadRequest {
+	ts := startTestSidecarWith(t, func(*Config) {})
+	if code := simtest.Post(t, ts.admin+"/-/calibrate"); code != http.StatusBadRequest {
 		t.Errorf("POST /-/calibrate: %d, want 400", code)
 	}
-	if code := status(ts.admin + "/calibration/tiers.yaml"); code != http.StatusNotFound {
+	if code := simtest.Status(ts.admin + "/calibration/tiers.yaml"); code != http.StatusNotFound {
 		t.Errorf("GET /calibration/tiers.yaml: %d, want 404", code)
 	}
-	if strings.Contains(get(t, ts.admin+"/metrics"), "slogate_calibration_") {
+	if strings.Contains(simtest.Get(t, ts.admin+"/metrics"), "slogate_calibration_") {
 		t.Errorf("/metrics has calibration series without --calibrate")
 	}
-}
-
-func post(t *testing.T, url string) int {
-	t.Helper()
-	resp, err := http.Post(url, "", nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode
 }

@@ -1,20 +1,19 @@
-package main
+package sidecar
 
 import (
 	"net/http"
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/engine"
-	statuspage "github.com/slogate/slogate/status" // serve_test.go has a func status
+	statuspage "github.com/slogate/slogate/status"
 )
 
 // The status page on the admin listener (GET /): the sidecar's parts behind the status
 // package's interfaces. Admission and the engine scraper fit them as they are; the
-// prober and the calibrator are read through the adapters below, at each request, since
-// their schedules start only when the sidecar runs.
+// prober and the calibrator are read through the adapters below, at each request.
 
 // statusPage returns the sidecar's status page.
-func (s *sidecar) statusPage() http.Handler {
+func (s *Sidecar) statusPage() http.Handler {
 	cfg := statuspage.Config{
 		Admission: s.admission, Engine: s.scraper, Logger: s.log,
 		SLO: admission.SLO{TTFT: admission.Duration(s.cfg.SLOTTFT), TPOT: admission.Duration(s.cfg.SLOTPOT)},
@@ -22,7 +21,7 @@ func (s *sidecar) statusPage() http.Handler {
 	if s.live != nil {
 		cfg.Live = s.live
 	}
-	if s.probeWorkload != nil {
+	if s.prober != nil {
 		cfg.Probe = statusProbe{s}
 	}
 	if s.calibration != nil {
@@ -37,17 +36,13 @@ var (
 )
 
 // statusProbe reads the scheduled prober for the status page.
-type statusProbe struct{ s *sidecar }
+type statusProbe struct{ s *Sidecar }
 
 var _ statuspage.ProbeSource = statusProbe{}
 
 func (a statusProbe) Probe() statuspage.Probe {
-	p := statuspage.Probe{Workload: a.s.probeWorkload.Name}
-	sched := a.s.prober.Load()
-	if sched == nil {
-		return p // not started yet
-	}
-	p.Status = sched.Status()
+	sched := a.s.prober
+	p := statuspage.Probe{Workload: sched.Workload().Name, Status: sched.Status()}
 	if rep, ok := sched.Latest(); ok {
 		p.Report = &rep
 	}
@@ -55,7 +50,7 @@ func (a statusProbe) Probe() statuspage.Probe {
 }
 
 // statusCalibration reads the scheduled calibration for the status page.
-type statusCalibration struct{ s *sidecar }
+type statusCalibration struct{ s *Sidecar }
 
 var _ statuspage.CalibrationSource = statusCalibration{}
 

@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"bufio"
@@ -18,7 +18,7 @@ import (
 // cannot answer, a closed connection), never a 5xx from slogate or a crash, and the
 // sidecar serves a good request afterwards.
 func TestBadInput(t *testing.T) {
-	ts := startTestSidecarWith(t, func(cfg *serveSettings) { cfg.MaxBodyBytes = 1 << 20 })
+	ts := startTestSidecarWith(t, func(cfg *Config) { cfg.MaxBodyBytes = 1 << 20 })
 	addr := strings.TrimPrefix(ts.data, "http://")
 	deep := `{"model":"sim-tiny","prompt":` + strings.Repeat("[", 100_000) + strings.Repeat("]", 100_000) + `}`
 	cases := []struct {
@@ -205,7 +205,7 @@ func TestSlowClients(t *testing.T) {
 // set, and returns its data address.
 func slowTestSidecar(t *testing.T, header, idle time.Duration) string {
 	t.Helper()
-	ts := startTestSidecarWith(t, func(cfg *serveSettings) { cfg.ReadHeaderTimeout, cfg.IdleTimeout = header, idle })
+	ts := startTestSidecarWith(t, func(cfg *Config) { cfg.ReadHeaderTimeout, cfg.IdleTimeout = header, idle })
 	return strings.TrimPrefix(ts.data, "http://")
 }
 
@@ -275,7 +275,7 @@ func checkClosedAfter(t *testing.T, what string, took, timeout time.Duration) {
 // slogate passes through to the engine (--body-timeout).
 func TestSlowBody(t *testing.T) {
 	const timeout = 500 * time.Millisecond
-	ts := startTestSidecarWith(t, func(cfg *serveSettings) {
+	ts := startTestSidecarWith(t, func(cfg *Config) {
 		cfg.ReadHeaderTimeout, cfg.BodyTimeout = timeout, timeout
 	})
 	addr := strings.TrimPrefix(ts.data, "http://")

@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"errors"
@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/internal/simtest"
 	"github.com/slogate/slogate/wire"
 )
 
@@ -100,9 +101,9 @@ func TestFaultSIGTERMUnderLoad(t *testing.T) {
 
 			ts.stop()
 			if tc.readyzHTTP {
-				waitFor(t, "/readyz to answer 503", func() bool { return status(ts.admin+"/readyz") == http.StatusServiceUnavailable })
+				waitFor(t, "/readyz to answer 503", func() bool { return simtest.Status(ts.admin+"/readyz") == http.StatusServiceUnavailable })
 			} else {
-				waitFor(t, "readiness to turn false", func() bool { return ts.sc.ready() != nil })
+				waitFor(t, "readiness to turn false", func() bool { return ts.sc.Ready() != nil })
 			}
 			waitFor(t, "new connections to be refused", func() bool {
 				c, err := net.DialTimeout("tcp", strings.TrimPrefix(ts.data, "http://"), time.Second)
@@ -140,7 +141,7 @@ func faultFourAtATime(t *testing.T, drain time.Duration) *testSidecar {
 	if err := os.WriteFile(tiers, []byte(yaml), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	return startTestSidecarWith(t, func(cfg *serveSettings) {
+	return startTestSidecarWith(t, func(cfg *Config) {
 		cfg.DrainTimeout, cfg.Admission, cfg.TiersFile = drain, "enforce", tiers
 	})
 }

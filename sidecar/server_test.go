@@ -1,4 +1,4 @@
-package exporter
+package sidecar
 
 import (
 	"context"
@@ -15,9 +15,9 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/common/expfmt"
-	"github.com/prometheus/common/model"
 	"golang.org/x/crypto/bcrypt"
+
+	"github.com/slogate/slogate/exporter"
 )
 
 // get sends one request and returns the status, content type and body.
@@ -42,10 +42,24 @@ func get(t *testing.T, c *http.Client, method, url string, edit func(*http.Reque
 	return resp.StatusCode, resp.Header.Get("Content-Type"), string(body)
 }
 
+// servedRegistry returns the registry of a sidecar in front of the simulator after one
+// request went through it: every metric family slogate serves has samples.
+func servedRegistry(t *testing.T) *prometheus.Registry {
+	t.Helper()
+	ts := startTestSidecar(t, time.Second)
+	resp, err := http.Post(ts.data+"/v1/completions", "application/json", strings.NewReader(`{"prompt":"hi","max_tokens":4}`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	io.Copy(io.Discard, resp.Body)
+	resp.Body.Close()
+	return ts.sc.reg
+}
+
 func TestAdminHandler(t *testing.T) {
-	_, reg := fullRegistry(t, false)
+	reg := servedRegistry(t)
 	var notReady atomic.Pointer[error]
-	srv := httptest.NewServer(AdminHandler(reg, func() error {
+	srv := httptest.NewServer(healthAndMetrics(reg, func() error {
 		if p := notReady.Load(); p != nil {
 			return *p
 		}
@@ -96,37 +110,6 @@ func TestAdminHandler(t *testing.T) {
 	}
 }
 
-func TestMetricsExpositionParses(t *testing.T) {
-	_, reg := fullRegistry(t, true)
-	srv := httptest.NewServer(AdminHandler(reg, nil))
-	defer srv.Close()
-	_, _, body := get(t, srv.Client(), "GET", srv.URL+"/metrics", nil)
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("parsing /metrics: %v", err)
-	}
-	for _, name := range []string{
-		"slogate_requests_total", "slogate_time_to_first_token_seconds", "slogate_time_per_output_token_seconds",
-		"slogate_inter_token_gap_seconds", "slogate_e2e_request_duration_seconds", "slogate_prompt_tokens_total",
-		"slogate_generation_tokens_total", "slogate_inflight_requests", "slogate_inflight_kv_tokens",
-		"slogate_engine_up", "slogate_engine_info", "slogate_engine_kv_cache_usage_ratio",
-		"slogate_engine_preemptions_total", "slogate_engine_scrape_age_seconds", "slogate_build_info",
-		"slogate_queue_wait_seconds", "slogate_admission_decisions_total", "slogate_admission_mode",
-		"slogate_admission_engine_state", "slogate_admission_inflight_requests", "slogate_admission_inflight_limit",
-		"slogate_admission_inflight_limit_min", "slogate_admission_inflight_limit_max", "slogate_admission_queue_length",
-		"slogate_admission_queue_limit", "slogate_admission_queue_wait_limit_seconds", "slogate_admission_rate_limit",
-		"slogate_admission_slo_seconds", "slogate_admission_observed_p95_seconds", "slogate_admission_service_rate",
-		"slogate_admission_tier_max_input_tokens", "slogate_admission_config_last_reload_successful",
-		"slogate_admission_config_last_reload_success_timestamp_seconds",
-		"go_goroutines", "process_start_time_seconds",
-	} {
-		if _, ok := fams[name]; !ok {
-			t.Errorf("%s missing from /metrics", name)
-		}
-	}
-}
-
 // writeWebConfig writes an exporter-toolkit web config with one basic-auth user.
 func writeWebConfig(t *testing.T, user, password string) string {
 	t.Helper()
@@ -142,9 +125,9 @@ func writeWebConfig(t *testing.T, user, password string) string {
 	return path
 }
 
-// serveAdmin starts ServeAdmin on a loopback port and returns its base URL and a stop
+// startAdmin starts serveAdmin on a loopback port and returns its base URL and a stop
 // function that cancels it and returns what it returned.
-func serveAdmin(t *testing.T, h http.Handler, webConfig string) (string, func() error) {
+func startAdmin(t *testing.T, h http.Handler, webConfig string) (string, func() error) {
 	t.Helper()
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
@@ -152,14 +135,14 @@ func serveAdmin(t *testing.T, h http.Handler, webConfig string) (string, func() 
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
-	go func() { done <- ServeAdmin(ctx, ln, h, webConfig, nil) }()
+	go func() { done <- serveAdmin(ctx, ln, h, webConfig, nil) }()
 	stop := func() error {
 		cancel()
 		select {
 		case err := <-done:
 			return err
 		case <-time.After(30 * time.Second): // a deadlock guard, not a timing assertion
-			t.Fatal("ServeAdmin did not return after its context ended")
+			t.Fatal("serveAdmin did not return after its context ended")
 			return nil
 		}
 	}
@@ -167,8 +150,9 @@ func serveAdmin(t *testing.T, h http.Handler, webConfig string) (string, func() 
 }
 
 func TestServeAdminBasicAuth(t *testing.T) {
-	_, reg := newMetrics(t, Options{})
-	base, stop := serveAdmin(t, AdminHandler(reg, nil), writeWebConfig(t, "prometheus", "s3cret"))
+	reg := prometheus.NewRegistry()
+	exporter.New(reg, exporter.Options{})
+	base, stop := startAdmin(t, healthAndMetrics(reg, nil), writeWebConfig(t, "prometheus", "s3cret"))
 	client := &http.Client{Transport: &http.Transport{}}
 	defer client.CloseIdleConnections()
 	auth := func(user, pass string) func(*http.Request) {
@@ -195,19 +179,19 @@ func TestServeAdminBasicAuth(t *testing.T) {
 	}
 	client.CloseIdleConnections()
 	if err := stop(); err != nil {
-		t.Errorf("ServeAdmin returned %v, want nil", err)
+		t.Errorf("serveAdmin returned %v, want nil", err)
 	}
 }
 
 func TestServeAdminPlainAndShutdown(t *testing.T) {
-	base, stop := serveAdmin(t, AdminHandler(prometheus.NewRegistry(), nil), "")
+	base, stop := startAdmin(t, healthAndMetrics(prometheus.NewRegistry(), nil), "")
 	client := &http.Client{Transport: &http.Transport{}}
 	if status, _, body := get(t, client, "GET", base+"/healthz", nil); status != 200 || body != "ok" {
 		t.Errorf("GET /healthz: %d %q, want 200 \"ok\"", status, body)
 	}
 	client.CloseIdleConnections()
 	if err := stop(); err != nil {
-		t.Errorf("ServeAdmin returned %v, want nil", err)
+		t.Errorf("serveAdmin returned %v, want nil", err)
 	}
 	if _, err := net.Dial("tcp", strings.TrimPrefix(base, "http://")); err == nil {
 		t.Error("the listener is still open after shutdown")
@@ -236,9 +220,9 @@ func TestServeAdminBadConfig(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			err = ServeAdmin(context.Background(), ln, http.NotFoundHandler(), path, nil)
+			err = serveAdmin(context.Background(), ln, http.NotFoundHandler(), path, nil)
 			if err == nil {
-				t.Error("ServeAdmin accepted a bad web config")
+				t.Error("serveAdmin accepted a bad web config")
 			}
 			if _, err := net.Dial("tcp", ln.Addr().String()); err == nil {
 				t.Error("the listener is still open after the failure")

@@ -1,8 +1,6 @@
-package main
+package sidecar
 
 import (
-	"context"
-	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -13,7 +11,7 @@ import (
 	"github.com/slogate/slogate/synth"
 )
 
-// The calibration inside `slogate serve`: the measurement of `slogate calibrate`, run
+// The calibration inside the sidecar: the measurement of `slogate calibrate`, run
 // against the engine directly (it must offer rates past the knee, which admission would
 // refuse), planned from the tiers in force, and applied through admission's reload path
 // or only reported for review.
@@ -21,13 +19,12 @@ import (
 // calibrationJitter spreads scheduled calibrations of replicas that started together.
 const calibrationJitter = 0.1
 
-// loadCalibrator checks the calibration settings; the calibrator starts with run.
-func (s *sidecar) loadCalibrator() error {
+// newCalibrator schedules calibrations when Config.Calibrate is set (check has vetted
+// its settings): against the engine directly, planned from the tiers in force, applied
+// through admission's reload path with Config.CalibrateApply.
+func (s *Sidecar) newCalibrator() {
 	if !s.cfg.Calibrate {
-		return nil
-	}
-	if s.cfg.CalibrateInterval < 0 || s.cfg.CalibrateRound < time.Second || s.cfg.CalibrateOutput < 2 {
-		return fmt.Errorf("--calibrate-interval must not be negative, --calibrate-round must be at least 1s and --calibrate-output at least 2 tokens")
+		return
 	}
 	var apply func(admission.Config) error
 	if s.cfg.CalibrateApply {
@@ -46,26 +43,12 @@ func (s *sidecar) loadCalibrator() error {
 		Output: s.cfg.CalibrateOutput, Round: s.cfg.CalibrateRound,
 		Engine: func() string { return s.scraper.Latest().Kind.String() },
 		Apply:  apply, Interval: s.cfg.CalibrateInterval, Jitter: calibrationJitter,
-		Guard: calibrationGuard{s}, Logger: s.log,
+		Guard: s.work.guard("calibration", true), Logger: s.log,
 	})
-	return nil
-}
-
-// calibrationGuard holds calibrations back while live traffic needs the engine, or a
-// probe runs. The engine's saturation counts only before a calibration starts: once it
-// runs, it saturates the engine itself, and live traffic's own signals (its share of the
-// KV cache, its tiers' p95 TTFT) stop it.
-type calibrationGuard struct{ s *sidecar }
-
-func (g calibrationGuard) Busy() (bool, string) {
-	if p := g.s.prober.Load(); p != nil && p.Status().Running {
-		return true, "a probe is running"
-	}
-	return g.s.liveBusy(!g.s.calibration.Status().Running)
 }
 
 // Calibration implements exporter.CalibrationSource.
-func (s *sidecar) Calibration() exporter.CalibrationSnapshot {
+func (s *Sidecar) Calibration() exporter.CalibrationSnapshot {
 	st := s.calibration.Status()
 	c := exporter.CalibrationSnapshot{
 		Running: st.Running, Runs: st.Runs, Held: st.Held, LastStart: st.LastStart, LastOK: st.LastErr == "",
@@ -92,7 +75,7 @@ func (s *sidecar) Calibration() exporter.CalibrationSnapshot {
 // calibrationRoutes adds the calibration's admin endpoints: POST /-/calibrate to
 // calibrate now, the tiers file of the latest calibration, and each tier's curve in
 // the prober's three report forms.
-func (s *sidecar) calibrationRoutes(mux *http.ServeMux) {
+func (s *Sidecar) calibrationRoutes(mux *http.ServeMux) {
 	const off = "the sidecar does not calibrate (--calibrate is not set)"
 	mux.HandleFunc("POST /-/calibrate", s.mutating(func(w http.ResponseWriter, _ *http.Request) {
 		switch {
@@ -151,11 +134,4 @@ func (s *sidecar) calibrationRoutes(mux *http.ServeMux) {
 		}
 		http.Error(w, "the latest calibration has no tier "+r.PathValue("tier"), http.StatusNotFound)
 	})
-}
-
-// runCalibrator runs the calibration schedule until ctx is done.
-func (s *sidecar) runCalibrator(ctx context.Context) {
-	if s.calibration != nil {
-		s.calibration.Run(ctx)
-	}
 }

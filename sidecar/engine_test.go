@@ -1,9 +1,8 @@
-package main
+package sidecar
 
 import (
 	"context"
 	"io"
-	"log/slog"
 	"net/http"
 	"strings"
 	"sync"
@@ -11,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/internal/simtest"
 )
 
 // postBody posts a JSON body and returns the status and the answer.
@@ -21,7 +21,7 @@ func postBody(t *testing.T, url, body string) (int, string) {
 		t.Fatal(err)
 	}
 	req.Header.Set("Content-Type", "application/json")
-	return send(t, req)
+	return simtest.Send(t, req)
 }
 
 // TestRuntimeAdapterLabelled loads a LoRA adapter into the simulated vLLM while the
@@ -35,13 +35,13 @@ func TestRuntimeAdapterLabelled(t *testing.T) {
 	}
 	const series = `slogate_requests_total{code="200",model="sql-lora"`
 	sent := 0
-	waitForLong(t, "requests for the adapter to carry its model label", 30*time.Second, func() bool {
+	simtest.WaitFor(t, "requests for the adapter to carry its model label", 30*time.Second, func() bool {
 		status, body := postBody(t, ts.data+"/v1/completions", `{"model":"sql-lora","prompt":[1,2,3],"max_tokens":2,"ignore_eos":true}`)
 		if status != http.StatusOK || !strings.Contains(body, `"model":"sql-lora"`) {
 			t.Fatalf("completion for the adapter through the sidecar: %d %s", status, body)
 		}
 		sent++
-		return strings.Contains(get(t, ts.admin+"/metrics"), series)
+		return strings.Contains(simtest.Get(t, ts.admin+"/metrics"), series)
 	})
 	t.Logf("labelled after %d requests", sent)
 }
@@ -51,26 +51,26 @@ func TestRuntimeAdapterLabelled(t *testing.T) {
 // reason and requests are rejected 503 engine-down while it sleeps; after POST
 // /wake_up the sidecar is ready again and requests are served.
 func TestSleepingEngineNotReady(t *testing.T) {
-	ts := startTestSidecarWith(t, func(cfg *serveSettings) { cfg.Admission = "enforce" })
+	ts := startTestSidecarWith(t, func(cfg *Config) { cfg.Admission = "enforce" })
 	body := `{"prompt":[1,2,3],"max_tokens":2,"ignore_eos":true}`
 	if status, answer := postBody(t, ts.sc.cfg.Upstream+"/sleep?level=1", ""); status != http.StatusOK {
 		t.Fatalf("/sleep: %d %s", status, answer)
 	}
 	waitFor(t, "/readyz to fail while the engine sleeps", func() bool {
 		req, _ := http.NewRequest(http.MethodGet, ts.admin+"/readyz", nil)
-		status, reason := send(t, req)
+		status, reason := simtest.Send(t, req)
 		return status == http.StatusServiceUnavailable && strings.Contains(reason, "sleeping")
 	})
 	if code, answer := postBody(t, ts.data+"/v1/completions", body); code != http.StatusServiceUnavailable || !strings.Contains(answer, "engine") {
 		t.Errorf("completion while the engine sleeps: %d %s, want 503 engine-down", code, answer)
 	}
-	if !strings.Contains(get(t, ts.admin+"/metrics"), `slogate_admission_decisions_total{class="interactive",decision="rejected",reason="engine-down"`) {
+	if !strings.Contains(simtest.Get(t, ts.admin+"/metrics"), `slogate_admission_decisions_total{class="interactive",decision="rejected",reason="engine-down"`) {
 		t.Error("no engine-down rejection recorded")
 	}
 	if status, answer := postBody(t, ts.sc.cfg.Upstream+"/wake_up", ""); status != http.StatusOK {
 		t.Fatalf("/wake_up: %d %s", status, answer)
 	}
-	waitFor(t, "/readyz to pass after wake_up", func() bool { return status(ts.admin+"/readyz") == http.StatusOK })
+	waitFor(t, "/readyz to pass after wake_up", func() bool { return simtest.Status(ts.admin+"/readyz") == http.StatusOK })
 	if status, answer := postBody(t, ts.data+"/v1/completions", body); status != http.StatusOK {
 		t.Errorf("completion after wake_up: %d %s", status, answer)
 	}
@@ -85,12 +85,10 @@ func TestSGLangPriorityNotDoubled(t *testing.T) {
 	p, _ := enginesim.LookupProfile("tiny")
 	p.Timing = enginesim.Timing{StepBase: 0.005}
 	p.PriorityScheduling, p.MaxNumSeqs = true, 2
-	up := startTestEngine(t, enginesim.Config{Profile: p, Flavor: enginesim.FlavorSGLang})
-	cfg, err := demoSidecarSettings(strings.TrimPrefix(up.URL, "http://"), "error", "--engine", "sglang", "--admission", "enforce")
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := runTestSidecar(t, cfg, slog.New(slog.DiscardHandler))
+	up := simtest.Engine(t, enginesim.Config{Profile: p, Flavor: enginesim.FlavorSGLang})
+	cfg := testConfig(up.URL)
+	cfg.Engine, cfg.Admission = "sglang", "enforce"
+	ts := runTestSidecar(t, cfg, Options{})
 	ctx, cancel := context.WithCancel(context.Background())
 	var load sync.WaitGroup
 	t.Cleanup(func() { cancel(); load.Wait() })
@@ -99,7 +97,7 @@ func TestSGLangPriorityNotDoubled(t *testing.T) {
 	}
 	want := []string{"slogate_engine_running_requests 2", "slogate_engine_waiting_requests 4", `slogate_admission_engine_state{state="ok"} 1`}
 	waitFor(t, "the sidecar to read 2 running and 4 waiting, not saturated", func() bool {
-		metrics := get(t, ts.admin+"/metrics")
+		metrics := simtest.Get(t, ts.admin+"/metrics")
 		for _, w := range want {
 			if !strings.Contains(metrics, w+"\n") {
 				return false

@@ -1,12 +1,37 @@
-package main
+package sidecar
 
 import (
 	"crypto/subtle"
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
 )
+
+// adminHandler is the admin listener: metrics, health and readiness (server.go), the
+// status page at GET / (status.go), the prober's and the calibrator's reports and
+// triggers (prober.go, calibrator.go), and POST /-/reload of the tiers file, behind the
+// admin token when there is one.
+func (s *Sidecar) adminHandler() http.Handler {
+	mux := http.NewServeMux()
+	mux.Handle("/", healthAndMetrics(s.reg, s.Ready))
+	mux.Handle("GET /{$}", s.statusPage())
+	s.probeRoutes(mux)
+	s.calibrationRoutes(mux)
+	mux.HandleFunc("POST /-/reload", s.mutating(func(w http.ResponseWriter, _ *http.Request) {
+		if s.reloads == nil {
+			http.Error(w, "no tiers file to reload (--tiers-file is not set)", http.StatusBadRequest)
+			return
+		}
+		if err := s.reloadTiers(); err != nil {
+			http.Error(w, err.Error(), http.StatusUnprocessableEntity)
+			return
+		}
+		_, _ = io.WriteString(w, "reloaded\n")
+	}))
+	return s.guardAdmin(mux)
+}
 
 // The admin listener's protection, besides TLS and basic auth (--web-config-file):
 // an optional bearer token on every path but the kubelet's probes, and the endpoints
@@ -33,7 +58,7 @@ func readAdminToken(path string) ([]byte, error) {
 // guardAdmin returns h behind the admin token, when there is one: every request but GET
 // /healthz and /readyz (the kubelet's probes, which carry no credentials) must carry
 // `Authorization: Bearer <token>`, compared in constant time, or gets 401.
-func (s *sidecar) guardAdmin(h http.Handler) http.Handler {
+func (s *Sidecar) guardAdmin(h http.Handler) http.Handler {
 	if len(s.adminToken) == 0 {
 		return h
 	}
@@ -54,7 +79,7 @@ func (s *sidecar) guardAdmin(h http.Handler) http.Handler {
 
 // mutating returns h, an admin endpoint that changes what slogate does, or, unless
 // --enable-admin-api is set, a handler that refuses with 403 and says how to enable it.
-func (s *sidecar) mutating(h http.HandlerFunc) http.HandlerFunc {
+func (s *Sidecar) mutating(h http.HandlerFunc) http.HandlerFunc {
 	if s.cfg.EnableAdminAPI {
 		return h
 	}

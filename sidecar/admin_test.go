@@ -1,4 +1,4 @@
-package main
+package sidecar
 
 import (
 	"net/http"
@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/slogate/slogate/internal/simtest"
 )
 
 // The admin listener with a token and its mutating endpoints off (the default): the
@@ -17,7 +19,7 @@ func TestAdminListenerSecurity(t *testing.T) {
 	if err := os.WriteFile(file, []byte(token+"\n"), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	ts := startTestSidecarWith(t, func(cfg *serveSettings) {
+	ts := startTestSidecarWith(t, func(cfg *Config) {
 		cfg.AdminTokenFile, cfg.EnableAdminAPI = file, false
 	})
 	cases := []struct {
@@ -51,7 +53,7 @@ func TestAdminListenerSecurity(t *testing.T) {
 			t.Errorf("POST %s on the data listener: %d, want the engine's 404", path, got)
 		}
 	}
-	if body := get(t, ts.data+"/metrics"); strings.Contains(body, "slogate_") {
+	if body := simtest.Get(t, ts.data+"/metrics"); strings.Contains(body, "slogate_") {
 		t.Error("the data listener serves slogate's own metrics")
 	}
 }

@@ -1,4 +1,4 @@
-package exporter
+package sidecar
 
 import (
 	"context"
@@ -10,42 +10,25 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/exporter-toolkit/web"
+
+	"github.com/slogate/slogate/exporter"
 )
 
-// Admin endpoint limits.
-const (
-	// scrapeTimeout bounds one /metrics response; collectors read in-memory state, so a
-	// slow scrape means something is wrong.
-	scrapeTimeout = 10 * time.Second
-	// maxScrapesInFlight bounds concurrent /metrics requests.
-	maxScrapesInFlight = 8
-	// shutdownTimeout bounds the graceful shutdown of ServeAdmin.
-	shutdownTimeout = 5 * time.Second
-)
+// shutdownTimeout bounds the graceful shutdown of serveAdmin.
+const shutdownTimeout = 5 * time.Second
 
-// AdminHandler returns the handler of slogate's admin endpoints:
+// healthAndMetrics returns the handler of the admin listener's read-only endpoints:
 //
-//   - GET /metrics: every metric of reg. Content negotiation offers the Prometheus text
-//     and protobuf formats (protobuf carries native histograms) and OpenMetrics (which
-//     carries exemplars). The handler's own promhttp_metric_handler_* metrics are
-//     registered on reg (once, however often AdminHandler is called).
+//   - GET /metrics: every metric of reg (exporter.Handler).
 //   - GET /healthz: 200 "ok" for as long as the process serves HTTP (liveness).
 //   - GET /readyz: 200 "ok" when ready returns nil, else 503 with ready's error as the
 //     text body (readiness). A nil ready is always ready.
 //
 // Anything else is 404. The handler is safe for concurrent use.
-func AdminHandler(reg *prometheus.Registry, ready func() error) http.Handler {
-	metrics := promhttp.InstrumentMetricHandler(reg, promhttp.HandlerFor(reg, promhttp.HandlerOpts{
-		ErrorHandling:       promhttp.ContinueOnError,
-		Registry:            reg,
-		MaxRequestsInFlight: maxScrapesInFlight,
-		Timeout:             scrapeTimeout,
-		EnableOpenMetrics:   true,
-	}))
+func healthAndMetrics(reg *prometheus.Registry, ready func() error) http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("GET /metrics", metrics)
+	mux.Handle("GET /metrics", exporter.Handler(reg))
 	mux.HandleFunc("GET /healthz", func(w http.ResponseWriter, _ *http.Request) {
 		plain(w, http.StatusOK, "ok")
 	})
@@ -71,7 +54,7 @@ func plain(w http.ResponseWriter, status int, body string) {
 	_, _ = io.WriteString(w, body) // an error means the client went away
 }
 
-// ServeAdmin serves h on ln until ctx is done, then shuts down gracefully: it stops
+// serveAdmin serves h on ln until ctx is done, then shuts down gracefully: it stops
 // accepting, lets requests in progress finish for up to 5 s, and returns nil. It
 // returns early with the error if serving fails (including an invalid web config).
 //
@@ -79,9 +62,9 @@ func plain(w http.ResponseWriter, status int, body string) {
 // of every Prometheus exporter): TLS, client certificates, basic auth with bcrypt
 // hashes, rate limits. The file is re-read as connections and requests arrive, so
 // certificates and users can be rotated without a restart. An empty path serves plain
-// HTTP without authentication. ServeAdmin takes ownership of ln and closes it. A nil
+// HTTP without authentication. serveAdmin takes ownership of ln and closes it. A nil
 // logger discards.
-func ServeAdmin(ctx context.Context, ln net.Listener, h http.Handler, webConfigFile string, logger *slog.Logger) error {
+func serveAdmin(ctx context.Context, ln net.Listener, h http.Handler, webConfigFile string, logger *slog.Logger) error {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}

@@ -1,9 +1,8 @@
-package main
+package sidecar
 
 import (
 	"bytes"
 	"context"
-	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -17,6 +16,7 @@ import (
 
 	"github.com/slogate/slogate/bench/soak"
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/internal/simtest"
 )
 
 // skipUnderRace skips a test that drives hundreds of clients for a minute: under the race
@@ -24,7 +24,7 @@ import (
 // without -race (the acceptance target).
 func skipUnderRace(t *testing.T) {
 	t.Helper()
-	if raceEnabled {
+	if simtest.Race {
 		t.Skip("too slow under -race; make acceptance runs it without -race")
 	}
 }
@@ -107,19 +107,16 @@ func TestAcceptanceSoak(t *testing.T) {
 func startSoakStack(t *testing.T) (*testSidecar, *httptest.Server, string) {
 	t.Helper()
 	p, _ := enginesim.LookupProfile("tiny")
-	up := startTestEngine(t, enginesim.Config{Profile: p, Speed: 0.1})
+	up := simtest.Engine(t, enginesim.Config{Profile: p, Speed: 0.1})
 
 	tiers := filepath.Join(t.TempDir(), "tiers.yaml")
 	if err := os.WriteFile(tiers, []byte(soak.Tiers(soakClients)), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	cfg, err := demoSidecarSettings(strings.TrimPrefix(up.URL, "http://"), "error",
-		"--admission", "enforce", "--tiers-file", tiers, "--max-body-bytes", strconv.Itoa(64<<10),
-		"--upstream-timeout", soakTimeout.String(), "--stream-idle-timeout", soakTimeout.String())
-	if err != nil {
-		t.Fatal(err)
-	}
-	ts := runTestSidecar(t, cfg, slog.New(slog.DiscardHandler))
+	cfg := testConfig(up.URL)
+	cfg.Admission, cfg.TiersFile, cfg.MaxBodyBytes = "enforce", tiers, 64<<10
+	cfg.UpstreamTimeout, cfg.StreamIdleTimeout = soakTimeout, soakTimeout
+	ts := runTestSidecar(t, cfg, Options{})
 	http.DefaultClient.CloseIdleConnections() // the readiness check's connection
 	return ts, up, p.Model
 }

@@ -1,4 +1,4 @@
-package main
+package demo
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 )
 
 // TestSimGPUs: the simulated GPUs' readings follow the simulator's scheduler as the
-// model in demo_gpu.go says, reading by reading.
+// model in gpus.go says, reading by reading.
 func TestSimGPUs(t *testing.T) {
 	type reading struct {
 		after     time.Duration // since the previous reading

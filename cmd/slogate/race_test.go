@@ -1,7 +1,0 @@
-//go:build race
-
-package main
-
-// raceEnabled reports whether the tests run under the race detector, which slows every
-// memory access, and with it a load of hundreds of clients, several times over.
-const raceEnabled = true

@@ -1,0 +1,119 @@
+package sidecar
+
+import (
+	"fmt"
+	"io"
+	"net/http"
+	"strconv"
+
+	"github.com/slogate/slogate/exporter"
+	"github.com/slogate/slogate/proxy"
+	"github.com/slogate/slogate/synth"
+)
+
+// The scheduled prober: it probes through the sidecar's own data listener with the probe
+// priority class, so admission admits it only from headroom and the live metrics never
+// count it, and the arbiter holds it back while live traffic or a calibration needs the
+// engine.
+
+// probeWorkload returns the workload to schedule: w when given, else the one cfg names
+// (its quick variant with Config.ProbeQuick), or nil for none.
+func probeWorkload(cfg Config, w *synth.Workload) (*synth.Workload, error) {
+	if w != nil || cfg.ProbeWorkload == "" {
+		return w, nil
+	}
+	named, err := synth.FindWorkload(cfg.ProbeWorkload)
+	if err != nil {
+		return nil, fmt.Errorf("--probe-workload: %w", err)
+	}
+	if cfg.ProbeQuick {
+		named = named.Quick()
+	}
+	return &named, nil
+}
+
+// newProber schedules w against the sidecar's own data listener, with the engine's API
+// key (the proxy forwards it, as it does a client's); none for a nil w.
+func (s *Sidecar) newProber(w *synth.Workload) {
+	if w == nil {
+		return
+	}
+	s.prober = synth.NewSchedule(synth.ScheduleConfig{
+		Target: &synth.Target{ // the model is read from /v1/models
+			BaseURL: "http://" + s.Addr().String(), APIKey: s.cfg.UpstreamAPIKey, Header: http.Header{proxy.ProbeKeyHeader: {s.probeKey}},
+		},
+		Workload: *w, Interval: s.cfg.ProbeInterval, Jitter: s.cfg.ProbeJitter,
+		Guard: s.work.guard("probe", false), Logger: s.log,
+	})
+}
+
+// probeSource reads the prober for the exporter.
+type probeSource struct{ s *Sidecar }
+
+// Probe implements exporter.ProbeSource.
+func (ps probeSource) Probe() exporter.ProbeSnapshot {
+	sched := ps.s.prober
+	st := sched.Status()
+	p := exporter.ProbeSnapshot{
+		Workload: sched.Workload().Name, Running: st.Running, Runs: st.Runs, Held: st.Held,
+		LastStart: st.LastStart, LastEnd: st.LastEnd, LastOK: st.LastErr == "",
+	}
+	if rep, ok := sched.Latest(); ok {
+		AddReport(&p, rep)
+	}
+	return p
+}
+
+// AddReport adds the cells and gate checks of rep to p.
+func AddReport(p *exporter.ProbeSnapshot, rep synth.Report) {
+	for _, c := range rep.Cells {
+		load := strconv.Itoa(c.Concurrency)
+		if c.Multiple > 0 {
+			load = strconv.FormatFloat(c.Multiple, 'f', -1, 64) + "x"
+		}
+		p.Cells = append(p.Cells, exporter.ProbeCell{
+			Row: c.Row, Load: load, State: string(c.State), Throughput: c.Throughput,
+			TTFTp50: c.TTFTp50, TTFTp95: c.TTFTp95, TPOTp95: c.TPOTp95, SuccessRate: c.SuccessRate,
+		})
+	}
+	for _, g := range rep.Gate {
+		p.Gate = append(p.Gate, exporter.ProbeCheck{Name: g.Name, Verdict: string(g.Verdict)})
+	}
+}
+
+// probeRoutes adds the prober's admin endpoints: the latest report in its three forms,
+// and POST /-/probe to probe now.
+func (s *Sidecar) probeRoutes(mux *http.ServeMux) {
+	for ext, write := range map[string]func(io.Writer, synth.Report) error{
+		"json": synth.WriteJSON, "md": synth.WriteMarkdown, "html": synth.WriteHTML,
+	} {
+		mux.HandleFunc("GET /probe/report."+ext, func(w http.ResponseWriter, _ *http.Request) {
+			sched := s.prober
+			if sched == nil {
+				http.Error(w, "no probe is scheduled (--probe-workload is not set)", http.StatusNotFound)
+				return
+			}
+			rep, ok := sched.Latest()
+			if !ok {
+				http.Error(w, "no probe has finished yet", http.StatusNotFound)
+				return
+			}
+			w.Header().Set("Content-Type", map[string]string{"json": "application/json", "md": "text/markdown; charset=utf-8", "html": "text/html; charset=utf-8"}[ext])
+			if err := write(w, rep); err != nil {
+				s.log.Error("writing the probe report", "err", err)
+			}
+		})
+	}
+	mux.HandleFunc("POST /-/probe", s.mutating(func(w http.ResponseWriter, _ *http.Request) {
+		sched := s.prober
+		switch {
+		case sched == nil:
+			http.Error(w, "no probe is scheduled (--probe-workload is not set)", http.StatusBadRequest)
+		case !sched.Trigger():
+			http.Error(w, "a probe is already running or about to", http.StatusConflict)
+		default:
+			w.WriteHeader(http.StatusAccepted)
+			_, _ = io.WriteString(w, "probe started\n")
+		}
+	}))
+}
