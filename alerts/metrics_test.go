@@ -3,20 +3,19 @@ package alerts
 import (
 	"fmt"
 	"os"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slogate/slogate/sidecar"
 )
 
 var (
 	// metricName matches the slogate metrics an expression reads (not recorded series,
 	// which contain colons).
 	metricName = regexp.MustCompile(`\bslogate_[a-z0-9_]+`)
-	// structTag matches a Go struct tag.
-	structTag = regexp.MustCompile("`[^`]*`")
 )
 
 // TestRulesUseDocumentedMetrics checks that every slogate metric the rules read is one
@@ -50,21 +49,21 @@ func allRules(f ruleFile) []rule {
 }
 
 // TestLatencySLIThresholds checks that the le matchers of the latency SLIs select the
-// bucket at slogate's default SLO thresholds (--slo-ttft, --slo-tpot in cmd/slogate),
+// bucket at slogate's default SLO thresholds (--slo-ttft, --slo-tpot: sidecar.DefaultConfig),
 // where slogate guarantees a bucket boundary, in the text format's form ("2") and in
 // OpenMetrics' ("2.0").
 func TestLatencySLIThresholds(t *testing.T) {
-	src, err := os.ReadFile(serveSourcePath)
-	if err != nil {
-		t.Fatal(err)
-	}
 	rules := allRules(loadRules(t))
-	for _, tc := range []struct{ flag, histogram string }{
-		{flag: "slo-ttft", histogram: "slogate_time_to_first_token_seconds_bucket"},
-		{flag: "slo-tpot", histogram: "slogate_time_per_output_token_seconds_bucket"},
+	defaults := sidecar.DefaultConfig()
+	for _, tc := range []struct {
+		flag, histogram string
+		threshold       time.Duration
+	}{
+		{flag: "slo-ttft", histogram: "slogate_time_to_first_token_seconds_bucket", threshold: defaults.SLOTTFT},
+		{flag: "slo-tpot", histogram: "slogate_time_per_output_token_seconds_bucket", threshold: defaults.SLOTPOT},
 	} {
 		t.Run(tc.flag, func(t *testing.T) {
-			threshold := flagDefault(t, string(src), tc.flag)
+			threshold := tc.threshold
 			forms := leForms(threshold)
 			selector := regexp.MustCompile(regexp.QuoteMeta(tc.histogram) + `\{([^}]*)\}`)
 			found := 0
@@ -88,24 +87,6 @@ func TestLatencySLIThresholds(t *testing.T) {
 			}
 		})
 	}
-}
-
-// flagDefault returns the envDefault of the settings field whose flag is name.
-func flagDefault(t *testing.T, src, name string) time.Duration {
-	t.Helper()
-	for _, tag := range structTag.FindAllString(src, -1) {
-		st := reflect.StructTag(strings.Trim(tag, "`"))
-		if st.Get("flag") != name {
-			continue
-		}
-		d, err := time.ParseDuration(st.Get("envDefault"))
-		if err != nil {
-			t.Fatalf("%s: --%s default: %v", serveSourcePath, name, err)
-		}
-		return d
-	}
-	t.Fatalf("%s declares no setting with flag:%q; update alerts/metrics_test.go and the le matchers of alerts/slogate.rules.yml", serveSourcePath, name)
-	return 0
 }
 
 // leForms returns how a bucket boundary of d is written: by the text format (Go's

@@ -20,7 +20,6 @@ const (
 	prometheusRule   = "../deploy/prometheusrule.yaml"
 	alertmanagerPath = "../deploy/alertmanager.yml"
 	metricsDocPath   = "../docs/metrics.md"
-	serveSourcePath  = "../cmd/slogate/serve.go"
 )
 
 // ruleFile is a Prometheus rule file, with the fields slogate's rules use.

@@ -2,9 +2,6 @@ package deploy
 
 import (
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"net"
 	"os"
 	"path/filepath"
@@ -16,16 +13,15 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/slogate/slogate/sidecar"
 )
 
-// This file reads the settings `slogate serve` knows from the source of its settings
-// struct (cmd/slogate/serve.go), so the manifests are checked against the code and not
-// against a copy of its list.
+// The settings `slogate serve` knows are read from its settings struct (sidecar.Config)
+// by reflection, so the manifests are checked against the code and not against a copy
+// of its list.
 
-// serveGo is the file that declares serveSettings.
-const serveGo = "../cmd/slogate/serve.go"
-
-// setting is one field of serveSettings: its variable, default and Go type.
+// setting is one field of sidecar.Config: its variable, default and Go type.
 type setting struct {
 	Env, Default, Type string
 }
@@ -33,51 +29,24 @@ type setting struct {
 // serveSettings returns the settings of `slogate serve` by environment variable.
 func serveSettings(t *testing.T) map[string]setting {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), serveGo, nil, parser.SkipObjectResolution)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st *ast.StructType
-	ast.Inspect(f, func(n ast.Node) bool {
-		if ts, ok := n.(*ast.TypeSpec); ok && ts.Name.Name == "serveSettings" {
-			st, _ = ts.Type.(*ast.StructType)
-		}
-		return st == nil
-	})
-	if st == nil {
-		t.Fatalf("%s: no struct type serveSettings", serveGo)
-	}
 	out := map[string]setting{}
-	for _, field := range st.Fields.List {
-		if field.Tag == nil {
-			continue
+	var walk func(reflect.Type)
+	walk = func(st reflect.Type) {
+		for f := range st.Fields() {
+			if f.Anonymous && f.Type.Kind() == reflect.Struct {
+				walk(f.Type) // a group of settings shared with other commands
+				continue
+			}
+			if env, ok := f.Tag.Lookup("env"); ok {
+				out[env] = setting{Env: env, Default: f.Tag.Get("envDefault"), Type: f.Type.String()}
+			}
 		}
-		raw, err := strconv.Unquote(field.Tag.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tag := reflect.StructTag(raw)
-		env, ok := tag.Lookup("env")
-		if !ok {
-			continue
-		}
-		out[env] = setting{Env: env, Default: tag.Get("envDefault"), Type: exprString(field.Type)}
 	}
+	walk(reflect.TypeFor[sidecar.Config]())
 	if len(out) < 10 {
-		t.Fatalf("%s: found only %d settings with env tags", serveGo, len(out))
+		t.Fatalf("sidecar.Config: found only %d settings with env tags", len(out))
 	}
 	return out
-}
-
-// exprString writes a field's type as in the source: int, time.Duration, ...
-func exprString(e ast.Expr) string {
-	switch e := e.(type) {
-	case *ast.Ident:
-		return e.Name
-	case *ast.SelectorExpr:
-		return exprString(e.X) + "." + e.Sel.Name
-	}
-	return fmt.Sprintf("%T", e)
 }
 
 // checkValue reports whether value is valid for a setting of Go type typ, as the
@@ -118,7 +87,7 @@ func TestServeSettingsParsed(t *testing.T) {
 	s := serveSettings(t)
 	for _, env := range []string{"SLOGATE_UPSTREAM", "SLOGATE_LISTEN", "SLOGATE_ADMIN_LISTEN", "SLOGATE_DRAIN_TIMEOUT", "SLOGATE_TIERS_FILE", "SLOGATE_DCGM"} {
 		if _, ok := s[env]; !ok {
-			t.Errorf("%s is not among the settings read from %s", env, serveGo)
+			t.Errorf("%s is not among the settings read from %s", env, "sidecar.Config")
 		}
 	}
 	for _, v := range s {
@@ -161,6 +130,6 @@ func TestEveryVariableNamedExists(t *testing.T) {
 		t.Fatal(err)
 	}
 	if unknown.Len() > 0 {
-		t.Errorf("slogate serve reads no such variable (%s):\n%s", serveGo, strings.Join(sets.List(unknown), "\n"))
+		t.Errorf("slogate serve reads no such variable (%s):\n%s", "sidecar.Config", strings.Join(sets.List(unknown), "\n"))
 	}
 }

@@ -26,7 +26,7 @@ import (
 // answers bursts of 5xx, stalls or drops the connection mid-stream, each against the
 // simulator's fault switches over real sockets. The client side (clients that leave or
 // read slowly) is in fault_client_test.go, leaks in fault_leak_test.go, SIGTERM under load
-// in cmd/slogate/fault_test.go. Cases covered elsewhere: an unreachable or non-HTTP
+// in sidecar/fault_test.go. Cases covered elsewhere: an unreachable or non-HTTP
 // engine and a header timeout (TestUpstreamFailures), single engine errors
 // (TestEngineErrorsPassThrough), a raw client of a dropped stream (TestDropMidstream).
 
