@@ -9,7 +9,6 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/slogate/slogate/admission"
@@ -23,8 +22,9 @@ type setup struct {
 	Name string
 	// Admission is nil for a plain proxy (no admission control).
 	Admission *admission.Config
-	// Engine feeds admission the engine scraper's snapshots and the proxy's KV tokens in
-	// flight (saturation); without it admission sees no engine signal at all.
+	// Engine feeds admission the engine scraper's snapshots, which its saturation check
+	// weighs with its own KV tokens in flight; without it admission sees no engine
+	// signal at all.
 	Engine bool
 	SLO    slo
 }
@@ -38,7 +38,6 @@ type stack struct {
 	sim     *enginesim.Server
 	simSrv  *httptest.Server
 	prx     *proxy.Proxy
-	live    atomic.Pointer[proxy.Proxy] // prx, for admission's loop, which starts first
 	prxSrv  *httptest.Server
 	scraper *engine.Scraper
 	ctrl    *admission.Controller
@@ -77,7 +76,6 @@ func newStack(su setup, p enginesim.Profile) (*stack, error) {
 		cfg.Admission = st.ctrl
 	}
 	st.prx = proxy.New(cfg)
-	st.live.Store(st.prx)
 	st.prxSrv = quietServer(st.prx)
 	st.url = st.prxSrv.URL + "/v1/completions"
 	return st, nil
@@ -93,16 +91,7 @@ func (st *stack) startAdmission(ctx context.Context, su setup) error {
 	if su.Engine {
 		st.scraper = engine.NewScraper(engine.ScraperConfig{BaseURL: st.simSrv.URL, Kind: engine.KindVLLM, Interval: scrapeInterval})
 		st.wg.Go(func() { _ = st.scraper.Run(ctx) })
-		opts.Engine = st.scraper
-		// As serve's lateBinding: the proxy is built after the controller.
-		opts.InFlightKV = func() int64 {
-			p := st.live.Load()
-			if p == nil {
-				return 0
-			}
-			_, kv := p.InFlight()
-			return kv
-		}
+		opts.Engine = st.scraper // admission counts its own KV tokens in flight
 	}
 	ctrl, err := admission.New(*su.Admission, opts)
 	if err != nil {

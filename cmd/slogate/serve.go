@@ -223,7 +223,7 @@ func (s *sidecar) newAdmission(late *lateBinding) error {
 	}
 	s.admission, err = admission.New(tiers, admission.Options{
 		Mode: mode, SLO: admission.SLO{TTFT: admission.Duration(s.cfg.SLOTTFT), TPOT: admission.Duration(s.cfg.SLOTPOT)},
-		Engine: s.scraper, InFlightKV: late.kvTokens, Observers: []admission.DecisionObserver{late},
+		Engine: s.scraper, Observers: []admission.DecisionObserver{late},
 		Saturation: admission.Saturation{
 			QueueDepth: s.cfg.SaturationQueue, KVUsage: s.cfg.SaturationKV,
 			StaleAfter: s.cfg.StaleAfter, FailClosed: s.cfg.StalePolicy == "closed",
@@ -247,7 +247,7 @@ func (s *sidecar) admitter() proxy.Admitter {
 }
 
 // lateBinding connects parts built in an order their dependencies cannot all follow:
-// the exporter and admission read the proxy's requests in flight, and admission reports
+// the exporter reads the proxy's requests in flight, and admission reports
 // its decisions to the exporter, although the proxy needs both of them built first.
 type lateBinding struct {
 	proxy     *proxy.Proxy
@@ -255,14 +255,6 @@ type lateBinding struct {
 }
 
 func (l *lateBinding) InFlight() (int, int64) { return l.proxy.InFlight() }
-
-func (l *lateBinding) kvTokens() int64 {
-	if l.proxy == nil {
-		return 0
-	}
-	_, kv := l.proxy.InFlight()
-	return kv
-}
 
 func (l *lateBinding) ObserveDecision(d admission.Decision) {
 	if l.decisions != nil {
