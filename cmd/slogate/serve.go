@@ -184,7 +184,7 @@ func newSidecar(cfg serveSettings, log *slog.Logger, extra ...proxy.Observer) (*
 		TTFT: cfg.SLOTTFT, TPOT: cfg.SLOTPOT, NativeHistograms: cfg.NativeHist,
 		ServedModels:  func() []string { return sc.scraper.Latest().Models },
 		UnknownModels: sc.scraper, // an adapter loaded at run time is labelled within seconds
-		Engine:        sc.scraper, InFlight: &late, Version: buildVersion(),
+		Engine:        sc.scraper, InFlight: sc.admission, Version: buildVersion(),
 		Admission: sc.admission, Reloads: sc.reloads, Probe: probes, Calibration: calibrations,
 	})
 	late.decisions = metrics
@@ -194,9 +194,8 @@ func newSidecar(cfg serveSettings, log *slog.Logger, extra ...proxy.Observer) (*
 		UpstreamTimeout: cfg.UpstreamTimeout, StreamIdleTimeout: cfg.StreamIdleTimeout,
 		ProbeKey: sc.probeKey, TrustPriority: cfg.TrustClientPriority,
 		Observers: append([]proxy.Observer{metrics, sc.live}, extra...), Logger: log,
-		Admission: sc.admitter(),
+		Admission: sc.admission, // in every mode: its ledger counts the requests in flight
 	})
-	late.proxy = sc.proxy
 	gpus, closer, err := exporter.NewDCGMCollector(cfg.DCGM, log)
 	if err != nil {
 		return nil, fmt.Errorf("--dcgm: %w", err)
@@ -238,23 +237,11 @@ func (s *sidecar) newAdmission(late *lateBinding) error {
 	return nil
 }
 
-// admitter returns the proxy's admission control: none when it is off.
-func (s *sidecar) admitter() proxy.Admitter {
-	if s.admission.Mode() == admission.Off {
-		return nil
-	}
-	return s.admission
-}
-
 // lateBinding connects parts built in an order their dependencies cannot all follow:
-// the exporter reads the proxy's requests in flight, and admission reports
-// its decisions to the exporter, although the proxy needs both of them built first.
+// admission reports its decisions to the exporter, which needs admission built first.
 type lateBinding struct {
-	proxy     *proxy.Proxy
 	decisions admission.DecisionObserver
 }
-
-func (l *lateBinding) InFlight() (int, int64) { return l.proxy.InFlight() }
 
 func (l *lateBinding) ObserveDecision(d admission.Decision) {
 	if l.decisions != nil {
@@ -384,7 +371,7 @@ const shutdownGrace = 2 * time.Second
 // past it, those left are cut short (proxy.Shutdown), which takes up to shutdownGrace more.
 func (s *sidecar) drain(srv *http.Server) error {
 	s.draining.Store(true)
-	n, _ := s.proxy.InFlight()
+	n, _ := s.admission.InFlight()
 	s.log.Info("draining", "in_flight", n, "timeout", s.cfg.DrainTimeout.String())
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
