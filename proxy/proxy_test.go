@@ -347,13 +347,9 @@ func sum(m map[string]int64) int64 {
 func TestInFlight(t *testing.T) {
 	const (
 		streams = 3
-		prompt  = 40 // token ids, so admission knows the prompt length exactly
+		prompt  = ledgerPrompt // token ids, so admission knows the prompt length exactly
 	)
-	ids := make([]string, prompt)
-	for i := range ids {
-		ids[i] = fmt.Sprint(1000 + i)
-	}
-	body := `{"model":"sim-tiny","prompt":[` + strings.Join(ids, ",") + `],"max_tokens":3000,"ignore_eos":true,"stream":true}`
+	body := ledgerBody(3000, true)
 
 	s, f := startEnv(t, enginesim.Config{})
 	if n, kv := f.ledger.InFlight(); n != 0 || kv != 0 {
