@@ -56,7 +56,6 @@ type Options struct {
 	Mode       Mode
 	SLO        SLO                // the SLOs of tiers that set none
 	Engine     EngineSource       // nil: no engine signals
-	InFlightKV func() int64       // slogate's KV tokens in flight; nil: not used
 	Saturation Saturation         // when the engine counts as saturated
 	Clock      Clock              // default the wall clock
 	Observers  []DecisionObserver // see every decision
@@ -69,10 +68,13 @@ type Request struct {
 	Class  Class
 }
 
-// Controller makes admission decisions. It is safe for concurrent use.
+// Controller makes admission decisions, and keeps the ledger of the requests in flight
+// it let through (InFlight), which its saturation check reads. It is safe for concurrent
+// use.
 type Controller struct {
 	opts Options
 	est  estimator
+	led  ledger
 
 	mu      sync.Mutex
 	cfg     Config // as loaded, before defaults
@@ -157,28 +159,36 @@ func (c *Controller) tierFor(n int) *tierState {
 // Admit decides on a request. It returns a Ticket once the request may be dispatched —
 // at once, or after waiting in its tier's queue until a slot frees, the wait runs out or
 // ctx ends — or a *Rejection saying why not. In Off mode it always returns a Ticket at
-// once; in Shadow mode too, after recording what Enforce would have done. The caller
-// must call the Ticket's Done when the request ends.
+// once, without a tier, a decision or any limit; in Shadow mode too, after recording
+// what Enforce would have done. In every mode the request counts in the ledger
+// (InFlight) from the moment its Ticket is issued, never while it is being decided or
+// waits; a rejected request never counts. The caller must call the Ticket's Done when
+// the request ends, however it ends.
 func (c *Controller) Admit(ctx context.Context, r Request) (*Ticket, error) {
+	tk := &Ticket{c: c, class: r.Class, model: r.Model, prompt: r.Prompt, tokens: c.est.tokens(r.Model, r.Prompt)}
 	if c.opts.Mode == Off {
-		return &Ticket{}, nil
-	}
-	tokens := c.est.tokens(r.Model, r.Prompt)
-	c.mu.Lock()
-	now := c.opts.Clock.Now()
-	t := c.tierFor(tokens)
-	tk := &Ticket{c: c, t: t, class: r.Class, model: r.Model, prompt: r.Prompt, tokens: tokens}
-	d := Decision{Tier: t.cfg.Name, Class: r.Class, Shadow: c.opts.Mode == Shadow}
-	w, rej := c.decide(now, t, tk, &d)
-	c.mu.Unlock()
-	if w == nil {
-		c.observe(d)
-		if rej != nil && !d.Shadow {
-			return nil, rej
-		}
+		c.enter(tk)
 		return tk, nil
 	}
-	return c.wait(ctx, t, w, d)
+	c.mu.Lock()
+	now := c.opts.Clock.Now()
+	t := c.tierFor(tk.tokens)
+	tk.t = t
+	d := Decision{Tier: t.cfg.Name, Class: r.Class, Shadow: c.opts.Mode == Shadow}
+	w, rej := c.decide(now, t, tk, &d)
+	admitted := w == nil && (rej == nil || d.Shadow)
+	if admitted {
+		c.enter(tk) // under the lock: the next decision sees its tokens
+	}
+	c.mu.Unlock()
+	if w != nil {
+		return c.wait(ctx, t, w, d)
+	}
+	c.observe(d)
+	if !admitted {
+		return nil, rej
+	}
+	return tk, nil
 }
 
 // decide makes the immediate decision for tk in tier t at now, under the lock. It

@@ -219,7 +219,7 @@ func TestSaturation(t *testing.T) {
 	tests := []struct {
 		name      string
 		edit      func(*engine.Snapshot)
-		kv        int64 // slogate's KV tokens in flight
+		kv        int // the prompt of a request slogate has in flight; 0: none
 		saturated bool
 	}{
 		{name: "engine queue at the threshold", edit: func(s *engine.Snapshot) { s.Waiting = 8 }, saturated: true},
@@ -246,10 +246,16 @@ func TestSaturation(t *testing.T) {
 					tt.edit(s)
 				}
 			}))
-			h.kv.Store(tt.kv)
+			var holder *Ticket // admitted first: with nothing in flight it always is
+			if tt.kv > 0 {
+				holder = h.admitNow(req(tt.kv))
+			}
 			r := req(50)
 			if !tt.saturated {
 				h.admitNow(r).Done(ok)
+				if holder != nil {
+					holder.Done(ok)
+				}
 				wantDecision(t, h.rec.last(t), Decision{Verdict: Admitted})
 				return
 			}
@@ -263,7 +269,9 @@ func TestSaturation(t *testing.T) {
 			}
 			h.clock.Advance(time.Second)
 			h.eng.Set(snap(h.clock.Now()))
-			h.kv.Store(0)
+			if holder != nil {
+				holder.Done(ok)
+			}
 			h.c.Tick()
 			h.granted(p).Done(ok)
 			wantDecision(t, h.rec.last(t), Decision{Verdict: Queued, Reason: Saturated, Wait: time.Second})

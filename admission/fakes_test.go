@@ -5,7 +5,6 @@ import (
 	"errors"
 	"runtime"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,7 +121,6 @@ type harness struct {
 	clock *fakeClock
 	eng   *fakeEngine
 	rec   *recorder
-	kv    atomic.Int64 // what Options.InFlightKV reports
 }
 
 // newHarness builds a Controller of cfg in mode; opts edits the options (the fakes are
@@ -134,7 +132,6 @@ func newHarness(t *testing.T, mode Mode, cfg Config, opts ...func(*Options)) *ha
 	o := Options{
 		Mode: mode, SLO: SLO{TTFT: Duration(time.Second), TPOT: Duration(100 * time.Millisecond)},
 		Engine: h.eng, Clock: h.clock, Observers: []DecisionObserver{h.rec},
-		InFlightKV: func() int64 { return h.kv.Load() },
 	}
 	for _, edit := range opts {
 		edit(&o)

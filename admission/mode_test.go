@@ -22,12 +22,18 @@ func TestOffMode(t *testing.T) {
 		}
 		tickets = append(tickets, tk)
 	}
+	// No tier counts them, but the ledger does.
+	if h.only().InFlight != 0 {
+		t.Fatalf("off mode: %d in flight in the tier", h.only().InFlight)
+	}
+	h.wantLedger(liveOnly(10, 10<<20))
 	for _, tk := range tickets {
 		tk.Done(measure.Result{Stream: true, Outcome: measure.OK, InputTokens: 5})
 	}
 	if h.rec.len() != 0 || h.only().InFlight != 0 || h.c.Mode() != Off {
 		t.Fatalf("off mode recorded %d decisions, %d in flight", h.rec.len(), h.only().InFlight)
 	}
+	h.wantLedger(ledgerView{})
 }
 
 func TestDoneTwiceReleasesOnce(t *testing.T) {

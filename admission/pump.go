@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 
 	"github.com/slogate/slogate/engine"
@@ -43,11 +44,13 @@ func (c *Controller) engineState(now time.Time, n int) Reason {
 	if fresh && snap.Sleeping { // vLLM sleep mode: the engine answers but serves nothing
 		return EngineDown
 	}
-	// A request that fits the engine alone is never held for slogate's own count: with
-	// nothing in flight it can only be the engine's limits that stop it.
+	// slogate's own count: the KV tokens of the requests in flight by the ledger (every
+	// class, and in shadow mode also those enforce would have held), estimated at the
+	// bytes per token learned per model. A request that fits the engine alone is never
+	// held for it: with nothing in flight it can only be the engine's limits that stop it.
 	capacity := snap.KVCapacityTokens
-	if c.opts.InFlightKV != nil && engine.Known(capacity) && capacity > 0 {
-		if inFlight := c.opts.InFlightKV(); inFlight > 0 && float64(inFlight+int64(n)) > s.KVUsage*capacity {
+	if engine.Known(capacity) && capacity > 0 {
+		if inFlight := c.led.kvTokens(); inFlight > 0 && float64(inFlight+int64(n)) > s.KVUsage*capacity {
 			return Saturated
 		}
 	}
@@ -79,6 +82,7 @@ func (c *Controller) pump(now time.Time, t *tierState) {
 			continue
 		}
 		w.ticket.start, w.ticket.wait = now, now.Sub(w.enqueued)
+		c.enter(w.ticket) // under the lock, before the next waiter's engine check
 		w.ch <- grant{ticket: w.ticket, wait: w.ticket.wait}
 	}
 }
@@ -150,17 +154,24 @@ func (c *Controller) observe(d Decision) {
 	}
 }
 
-// Ticket is an admitted request's place in its tier. Done must be called once when the
-// request ends.
+// Ticket is an admitted request's place in its tier and in the controller's ledger of
+// requests in flight (InFlight). Done must be called once when the request ends; Output
+// may be called as its output arrives.
 type Ticket struct {
-	c      *Controller // nil in Off mode: Done does nothing
-	t      *tierState
+	c      *Controller // nil once Done was called: a second Done does nothing
+	t      *tierState  // nil in Off mode: no tier
 	class  Class
 	model  string
 	prompt wire.PromptSize
 	tokens int
 	start  time.Time
 	wait   time.Duration
+
+	// The ledger: the tally the ticket counts in (set when it is admitted, before the
+	// caller gets the ticket) and the output tokens counted there so far, or left once
+	// it has left the ledger.
+	tally *tally
+	out   atomic.Int64
 
 	// Shadow mode, guarded by the Controller's lock: the ticket is counted in its tier's
 	// shadowed requests rather than inFlight, and virtual is its place in the queue while
@@ -180,25 +191,33 @@ func (tk *Ticket) Tier() string {
 // Wait returns how long the request waited in the queue.
 func (tk *Ticket) Wait() time.Duration { return tk.wait }
 
-// EstimatedTokens returns the input length admission estimated for the request.
+// EstimatedTokens returns the input length admission estimated for the request: what
+// it counts in the ledger for the prompt.
 func (tk *Ticket) EstimatedTokens() int { return tk.tokens }
 
-// Done releases the request's slot and feeds what was measured back: its TTFT and TPOT
-// to the tier's SLO feedback (streams that ended ok), its prompt's token count to the
-// estimator, and its completion to the tier's service rate. It moves the queue on.
+// Done ends the request: it leaves the ledger with its prompt and output (before
+// anything else, so every decision from then on sees it gone), its prompt's token count
+// goes to the estimator, and — outside Off mode — it releases its slot, feeds its TTFT
+// and TPOT to the tier's SLO feedback (streams that ended ok) and its completion to the
+// tier's service rate, and moves the queue on. Only the first call does anything; Done
+// is not safe for concurrent use with itself.
 func (tk *Ticket) Done(res measure.Result) {
 	c := tk.c
 	if c == nil {
 		return
 	}
-	tk.c = nil // a second Done releases nothing
+	tk.c = nil
+	tk.leave()
 	if res.InputTokens > 0 {
 		c.est.learn(tk.model, tk.prompt, res.InputTokens)
+	}
+	t := tk.t
+	if t == nil { // Off mode
+		return
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.opts.Clock.Now()
-	t := tk.t
 	if tk.virtual != nil { // ended while enforce would still have held it
 		t.remove(tk.virtual)
 		tk.virtual = nil

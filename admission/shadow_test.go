@@ -91,6 +91,8 @@ func TestScenariosEnforce(t *testing.T) {
 					t.Fatalf("arrival %d", i)
 				}
 			}
+			// Only what enforce dispatched counts in the ledger, not who waits.
+			h.wantLedger(ledgerOf(sc.arrivals, func(a arrival) bool { return a.want == Admitted }))
 			for _, ps := range waiting { // the clients leave
 				for _, p := range ps {
 					p.cancel()
@@ -105,8 +107,25 @@ func TestScenariosEnforce(t *testing.T) {
 			if st := h.only(); st.InFlight != 0 || st.queuedTotal() != 0 {
 				t.Fatalf("stats %+v", st)
 			}
+			h.wantLedger(ledgerView{})
 		})
 	}
+}
+
+// ledgerOf is the ledger of the arrivals for which runs holds, at the 10 tokens of
+// classReq each.
+func ledgerOf(arrivals []arrival, runs func(arrival) bool) ledgerView {
+	var v ledgerView
+	for _, a := range arrivals {
+		if !runs(a) {
+			continue
+		}
+		v.requests, v.kv = v.requests+1, v.kv+10
+		if a.class != Probe {
+			v.live, v.liveKV = v.live+1, v.liveKV+10
+		}
+	}
+	return v
 }
 
 // Shadow mode records, for every arrival, what enforce would have done, but lets every
@@ -132,6 +151,7 @@ func TestScenariosShadow(t *testing.T) {
 			if got := h.only().InFlight; got != len(sc.arrivals) {
 				t.Fatalf("in flight %d, want all %d arrivals", got, len(sc.arrivals))
 			}
+			h.wantLedger(ledgerOf(sc.arrivals, func(arrival) bool { return true }))
 			for _, tk := range tickets {
 				tk.Done(ok)
 			}
@@ -139,6 +159,7 @@ func TestScenariosShadow(t *testing.T) {
 			if st := h.only(); st.InFlight != 0 || st.queuedTotal() != 0 {
 				t.Fatalf("stats %+v", st)
 			}
+			h.wantLedger(ledgerView{})
 		})
 	}
 }

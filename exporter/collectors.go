@@ -1,12 +1,19 @@
 package exporter
 
-import "github.com/prometheus/client_golang/prometheus"
+import (
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slogate/slogate/admission"
+)
 
 // inFlightCollector reads the requests in flight once per scrape and exports both
 // gauges from that one reading, so they are consistent with each other.
 type inFlightCollector struct{ src InFlightSource }
 
 var _ prometheus.Collector = inFlightCollector{}
+
+// The source `slogate serve` passes: admission's ledger of requests in flight.
+var _ InFlightSource = (*admission.Controller)(nil)
 
 // Describe sends the descriptors of both in-flight gauges.
 func (c inFlightCollector) Describe(ch chan<- *prometheus.Desc) {

@@ -30,6 +30,6 @@
 //
 // The package imports measure, engine, admission and wire but not proxy: the small
 // interfaces it needs (InFlightSource, EngineSource, AdmissionSource, ReloadSource,
-// Clock) are declared here and satisfied by the proxy, the engine scraper, admission's
-// Controller and Reloader, and the wall clock.
+// Clock) are declared here and satisfied by the engine scraper, admission's Controller
+// (its ledger of requests in flight among them) and Reloader, and the wall clock.
 package exporter

@@ -188,9 +188,9 @@ func orUnknown(s string) string {
 // The in-flight gauges, read from an InFlightSource at scrape time (collectors.go).
 var (
 	inFlightRequestsDesc = prometheus.NewDesc("slogate_inflight_requests",
-		"Inference requests in flight through slogate: inspected and not yet finished.", nil, nil)
+		"Inference requests in flight through slogate: admitted and not yet finished (at the engine or streaming; not those waiting in admission's queue).", nil, nil)
 	inFlightKVTokensDesc = prometheus.NewDesc("slogate_inflight_kv_tokens",
-		"KV-cache tokens the requests in flight hold, estimated by slogate: prompt (exact for token-id prompts, else text bytes / 4) plus output chunks so far.", nil, nil)
+		"KV-cache tokens the requests in flight hold, estimated by slogate's admission: prompt (exact for token-id prompts, else text bytes at the bytes per token learned for the model, 4 until learned) plus output chunks so far.", nil, nil)
 )
 
 // The engine gauges, read from an EngineSource at scrape time (engine.go).

@@ -21,8 +21,8 @@ type wallClock struct{}
 func (wallClock) Now() time.Time { return time.Now() }
 
 // InFlightSource reports the inference requests in flight and the KV tokens they hold.
-// The proxy satisfies it. InFlight must be safe for concurrent use; it is called once
-// per scrape.
+// admission.Controller satisfies it with its ledger. InFlight must be safe for
+// concurrent use; it is called once per scrape.
 type InFlightSource interface {
 	InFlight() (requests int, kvTokens int64)
 }

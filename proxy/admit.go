@@ -19,17 +19,14 @@ type Admitter interface {
 
 // admit asks admission control about the exchange. It answers the client itself and
 // reports false when the request is turned away or its client leaves while it waits.
+// The ticket it keeps counts the request in admission's ledger until report releases it.
 func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
 	if p.cfg.Admission == nil {
-		ex.live.admit(promptTokens(ex.req))
 		return true
 	}
 	tk, err := p.cfg.Admission.Admit(ex.ctx, admission.Request{Model: ex.req.Model, Prompt: ex.req.Prompt, Class: ex.class})
 	if err == nil {
-		// Only now does the request hold KV in the engine: admission's saturation check
-		// reads these tokens, so a request must not count while it is being decided.
 		ex.ticket = tk
-		ex.live.admit(promptTokens(ex.req))
 		return true
 	}
 	var rej *admission.Rejection

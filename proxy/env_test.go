@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 
+	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/enginesim"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/proxy"
@@ -141,9 +142,10 @@ func (s *sim) aborted() int64 { return s.srv.Stats().FinishedByReason["abort"] }
 
 // front is slogate in front of an upstream, with an observer.
 type front struct {
-	p   *proxy.Proxy
-	hs  *httptest.Server
-	obs *observer
+	p      *proxy.Proxy
+	hs     *httptest.Server
+	obs    *observer
+	ledger *admission.Controller // the proxy's admission control, whose ledger counts its requests in flight
 }
 
 // startProxy serves a proxy for upstream (a base URL) configured by cfg, with an observer
@@ -155,12 +157,23 @@ func startProxy(t testing.TB, upstream string, cfg proxy.Config) *front {
 }
 
 // startProxyKeeping is startProxy with an observer that keeps only the last keep results
-// (all when keep is 0).
+// (all when keep is 0). Without cfg.Admission the proxy gets admission control in Off
+// mode, as `slogate serve --admission=off` wires it, so that its ledger can be read.
 func startProxyKeeping(t testing.TB, upstream string, cfg proxy.Config, keep int) *front {
 	t.Helper()
 	u, err := url.Parse(upstream)
 	if err != nil {
 		t.Fatal(err)
+	}
+	var ledger *admission.Controller
+	switch a := cfg.Admission.(type) {
+	case nil:
+		ledger = newAdmission(t, admission.Off, admission.DefaultConfig())
+		cfg.Admission = ledger
+	case *admission.Controller:
+		ledger = a
+	default:
+		t.Fatalf("admission control %T has no ledger to check", a)
 	}
 	obs := &observer{keep: keep}
 	cfg.Upstream = u
@@ -168,7 +181,17 @@ func startProxyKeeping(t testing.TB, upstream string, cfg proxy.Config, keep int
 	p := proxy.New(cfg)
 	hs := httptest.NewServer(p)
 	t.Cleanup(hs.Close)
-	return &front{p: p, hs: hs, obs: obs}
+	return &front{p: p, hs: hs, obs: obs, ledger: ledger}
+}
+
+// newAdmission returns admission control in mode for cfg, with the SLOs of the tests.
+func newAdmission(t testing.TB, mode admission.Mode, cfg admission.Config) *admission.Controller {
+	t.Helper()
+	c, err := admission.New(cfg, admission.Options{Mode: mode, SLO: admission.SLO{TTFT: admission.Duration(2 * time.Second), TPOT: admission.Duration(100 * time.Millisecond)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return c
 }
 
 // startEnv starts a simulator for simCfg and a proxy with InjectUsage in front of it.

@@ -141,7 +141,7 @@ func TestRefused(t *testing.T) {
 			if n := up.count(); n != 0 {
 				t.Errorf("the upstream got %d requests, want none", n)
 			}
-			if n, kv := f.p.InFlight(); n != 0 || kv != 0 {
+			if n, kv := f.ledger.InFlight(); n != 0 || kv != 0 {
 				t.Errorf("InFlight = %d, %d after a refused request", n, kv)
 			}
 		})
@@ -261,7 +261,7 @@ func TestClientGoesAway(t *testing.T) {
 			if r.OutputChunks < tc.outputs || r.TTFT <= 0 {
 				t.Errorf("observed %d output chunks, TTFT %v; the client saw %d", r.OutputChunks, r.TTFT, tc.outputs)
 			}
-			if n, kv := f.p.InFlight(); n != 0 || kv != 0 {
+			if n, kv := f.ledger.InFlight(); n != 0 || kv != 0 {
 				t.Errorf("InFlight = %d, %d after the request ended", n, kv)
 			}
 		})
@@ -299,7 +299,7 @@ func TestClientGoesAwayBeforeAnswer(t *testing.T) {
 		errc <- err
 	}()
 	eventually(t, "request in flight", func() (bool, string) {
-		n, _ := f.p.InFlight()
+		n, _ := f.ledger.InFlight()
 		return n == 1, fmt.Sprintf("%d in flight", n)
 	})
 	cancel()

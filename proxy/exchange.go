@@ -33,7 +33,7 @@ type exchange struct {
 	inject bool // slogate added stream_options.include_usage to the request
 	rec    *measure.Recorder
 	class  admission.Class   // from the priority header
-	ticket *admission.Ticket // nil without admission control, or when not admitted
+	ticket *admission.Ticket // the request's place in admission's ledger; nil without admission control, or when not admitted
 	tier   string            // the tier of a rejected request
 	clock  measure.Clock
 	onGap  func(time.Duration)
@@ -212,11 +212,4 @@ func (p *Proxy) gapObserver(req wire.Request) func(time.Duration) {
 			f(d)
 		}
 	}
-}
-
-// promptTokens estimates a request's prompt length: exact for token-id prompts,
-// otherwise four bytes of text per token.
-func promptTokens(req wire.Request) int64 {
-	n := req.Prompt.TokenIDs + (req.Prompt.TextBytes+3)/4
-	return int64(n)
 }

@@ -62,7 +62,7 @@ func TestClientLeavesEarly(t *testing.T) {
 			if tc.blocker {
 				blocker = leave(f.hs.Client(), f.hs.URL, fault("stall_after=2"))
 				eventually(t, "the blocker streaming", func() (bool, string) {
-					n, _ := f.p.InFlight()
+					n, _ := f.ledger.InFlight()
 					return n == 1 && blocker.outputs() > 0, fmt.Sprintf("%d in flight", n)
 				})
 			}
@@ -139,7 +139,7 @@ func (e *leaveEnv) checkEngineSide(t *testing.T, engineSaw bool) {
 }
 
 // checkReleased checks that once every request ended nothing holds a place: not
-// admission's slots or queue, not the proxy's requests in flight.
+// admission's slots or queue, not its ledger of requests in flight.
 func (e *leaveEnv) checkReleased(t *testing.T, f *metered) {
 	t.Helper()
 	if e.adm != nil {
@@ -147,7 +147,7 @@ func (e *leaveEnv) checkReleased(t *testing.T, f *metered) {
 			t.Errorf("admission holds %d in flight, %v queued after all requests ended", ts.InFlight, ts.Queued)
 		}
 	}
-	if n, kv := f.p.InFlight(); n != 0 || kv != 0 {
+	if n, kv := f.ledger.InFlight(); n != 0 || kv != 0 {
 		t.Errorf("InFlight = %d, %d after all requests ended", n, kv)
 	}
 }
@@ -156,13 +156,9 @@ func (e *leaveEnv) checkReleased(t *testing.T, f *metered) {
 // whose wait outlasts any test.
 func oneAtATime(t testing.TB) *admission.Controller {
 	t.Helper()
-	c, err := admission.New(admission.Config{Tiers: []admission.TierConfig{
+	return newAdmission(t, admission.Enforce, admission.Config{Tiers: []admission.TierConfig{
 		{Name: "all", MaxInFlight: 1, MaxQueue: 4, MaxQueueWait: admission.Duration(time.Hour)},
-	}}, admission.Options{Mode: admission.Enforce, SLO: admission.SLO{TTFT: admission.Duration(2 * time.Second), TPOT: admission.Duration(100 * time.Millisecond)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	}})
 }
 
 // holdingUpstream never answers: it holds every request until the proxy goes away, and

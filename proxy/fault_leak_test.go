@@ -154,7 +154,7 @@ func TestNoLeaksUnderFaults(t *testing.T) {
 		}
 	}
 	engineFreed(t, s, 1)
-	if n, kv := f.p.InFlight(); n != 0 || kv != 0 {
+	if n, kv := f.ledger.InFlight(); n != 0 || kv != 0 {
 		t.Errorf("InFlight = %d, %d after every request ended", n, kv)
 	}
 	quiesce()

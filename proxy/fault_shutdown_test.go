@@ -59,7 +59,7 @@ func TestShutdown(t *testing.T) {
 		if ts := adm.Stats().Tiers[0]; ts.InFlight != 0 || ts.Queued != [len(ts.Queued)]int{} {
 			t.Errorf("admission holds %d in flight, %v queued after Shutdown", ts.InFlight, ts.Queued)
 		}
-		if n, kv := f.p.InFlight(); n != 0 || kv != 0 {
+		if n, kv := f.ledger.InFlight(); n != 0 || kv != 0 {
 			t.Errorf("InFlight = %d, %d after Shutdown", n, kv)
 		}
 		// Shutdown is not a mode: a request after it is served.

@@ -5,7 +5,9 @@
 // (except the usage chunk slogate itself asked for, which it removes again).
 //
 // The proxy knows nothing of Prometheus: it reports each request's measurement to the
-// Observers it is given, and exposes the requests in flight for scraping.
+// Observers it is given. What the requests in flight hold is admission's ledger: the
+// proxy holds each admitted request's ticket from admission until its report, and
+// reports its output to it as it streams.
 package proxy
 
 import (
@@ -19,7 +21,6 @@ import (
 	"sync"
 	"time"
 
-	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
 )
@@ -67,7 +68,11 @@ type Config struct {
 	StreamIdleTimeout time.Duration
 
 	// Admission decides which inference requests go to the engine now, later or not at
-	// all; nil forwards everything.
+	// all, and keeps the ledger of those in flight: the proxy holds each admitted
+	// request's ticket, reports its output chunks to it (Ticket.Output) as they stream,
+	// and releases it (Ticket.Done) exactly once however the request ends — answered,
+	// refused by the engine, cut by its client, the idle watch or Shutdown, or a panic
+	// in the handler. nil forwards everything and keeps no ledger.
 	Admission Admitter
 
 	// The probe class (X-Slogate-Priority: probe) keeps a request out of the live metrics
@@ -151,7 +156,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), exchangeKey{}, ex))
 	defer cancel(nil)
 	ex.ctx, ex.cancel = ctx, cancel
-	ex.live = p.live.enter(cancel, ex.class == admission.Probe)
+	ex.live = p.live.enter(cancel)
 	defer p.close(ex)
 	if !p.admit(w, ex) {
 		return
@@ -170,14 +175,6 @@ var ErrShutdown = errors.New("proxy: slogate is shutting down")
 // caller should give a moment (http.Server.Shutdown again, briefly) before it closes
 // the connections. Requests that arrive afterwards are served as usual.
 func (p *Proxy) Shutdown() int { return p.live.cutAll(ErrShutdown) }
-
-// InFlight returns the inference requests in flight and the KV tokens they hold: the
-// prompt plus the output so far, summed over live requests. Safe for concurrent use.
-func (p *Proxy) InFlight() (requests int, kvTokens int64) { return p.live.totals(true) }
-
-// LiveInFlight is InFlight without the requests of synthetic probes: the load of live
-// traffic alone. Safe for concurrent use.
-func (p *Proxy) LiveInFlight() (requests int, kvTokens int64) { return p.live.totals(false) }
 
 func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
 	pr.SetURL(p.cfg.Upstream)

@@ -342,21 +342,17 @@ func sum(m map[string]int64) int64 {
 	return n
 }
 
-// TestInFlight checks InFlight while streams are open: one request and the prompt plus
-// the output so far per stream; nothing once they are gone.
+// TestInFlight checks admission's ledger while streams are open through the proxy: one
+// request and the prompt plus the output so far per stream; nothing once they are gone.
 func TestInFlight(t *testing.T) {
 	const (
 		streams = 3
-		prompt  = 40 // token ids, so the proxy knows the prompt length exactly
+		prompt  = ledgerPrompt // token ids, so admission knows the prompt length exactly
 	)
-	ids := make([]string, prompt)
-	for i := range ids {
-		ids[i] = fmt.Sprint(1000 + i)
-	}
-	body := `{"model":"sim-tiny","prompt":[` + strings.Join(ids, ",") + `],"max_tokens":3000,"ignore_eos":true,"stream":true}`
+	body := ledgerBody(3000, true)
 
 	s, f := startEnv(t, enginesim.Config{})
-	if n, kv := f.p.InFlight(); n != 0 || kv != 0 {
+	if n, kv := f.ledger.InFlight(); n != 0 || kv != 0 {
 		t.Fatalf("InFlight before any request = %d, %d; want 0, 0", n, kv)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -367,14 +363,14 @@ func TestInFlight(t *testing.T) {
 		defer resp.Body.Close()
 		bodies = append(bodies, resp)
 	}
-	// Once every client has an output chunk, the proxy has counted it.
+	// Once every client has an output chunk, the proxy has reported it to the ticket.
 	for i, resp := range bodies {
 		got := readSSE(resp.Body, func(r sseRead) bool { return r.outputs() > 0 })
 		if got.outputs() == 0 {
 			t.Fatalf("stream %d: no output before %v", i, got.err)
 		}
 	}
-	n, kv := f.p.InFlight()
+	n, kv := f.ledger.InFlight()
 	if n != streams || kv < streams*(prompt+1) {
 		t.Errorf("InFlight with %d open streams = %d requests, %d KV tokens; want %d, >= %d", streams, n, kv, streams, streams*(prompt+1))
 	}
@@ -383,7 +379,7 @@ func TestInFlight(t *testing.T) {
 	}
 	cancel()
 	eventually(t, "no requests in flight", func() (bool, string) {
-		n, kv := f.p.InFlight()
+		n, kv := f.ledger.InFlight()
 		return n == 0 && kv == 0, fmt.Sprintf("%d requests, %d KV tokens", n, kv)
 	})
 	for _, o := range f.obs.wait(t, streams) {
@@ -398,8 +394,8 @@ func TestInFlight(t *testing.T) {
 }
 
 // TestProbeRequestsStayOutOfLiveMetrics: a request of the probe class is forwarded and
-// measured like any other, but observers (the live metrics) never see it, and
-// LiveInFlight leaves it out while InFlight counts it.
+// measured like any other, but observers (the live metrics) never see it, and the
+// ledger's LiveInFlight leaves it out while InFlight counts it.
 func TestProbeRequestsStayOutOfLiveMetrics(t *testing.T) {
 	s := startSim(t, enginesim.Config{Profile: tinyProfile(t, nil)})
 	f := startProxy(t, s.hs.URL, proxy.Config{InjectUsage: true, ProbeKey: "k3y"})
@@ -418,16 +414,16 @@ func TestProbeRequestsStayOutOfLiveMetrics(t *testing.T) {
 	if _, err := r.Next(); err != nil {
 		t.Fatal(err)
 	}
-	if n, _ := f.p.InFlight(); n != 1 {
+	if n, _ := f.ledger.InFlight(); n != 1 {
 		t.Errorf("InFlight = %d while a probe streams, want 1", n)
 	}
-	if n, kv := f.p.LiveInFlight(); n != 0 || kv != 0 {
+	if n, kv := f.ledger.LiveInFlight(); n != 0 || kv != 0 {
 		t.Errorf("LiveInFlight = %d, %d while only a probe streams, want 0, 0", n, kv)
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
 	eventually(t, "the probe to finish", func() (bool, string) {
-		n, _ := f.p.InFlight()
+		n, _ := f.ledger.InFlight()
 		return n == 0, fmt.Sprintf("%d in flight", n)
 	})
 	if got := f.obs.count(); got != 0 {
@@ -467,7 +463,7 @@ func TestProbeClassNeedsTrust(t *testing.T) {
 				want = 0
 			}
 			eventually(t, "the request to be reported", func() (bool, string) {
-				n, _ := f.p.InFlight()
+				n, _ := f.ledger.InFlight()
 				return n == 0 && f.obs.count() == want, fmt.Sprintf("%d in flight, %d observed", n, f.obs.count())
 			})
 		})

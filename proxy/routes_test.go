@@ -63,14 +63,10 @@ func (ts *teeSim) sent() []byte {
 // sizeTiers admits by prompt size: "small" up to 64 tokens, "large" above.
 func sizeTiers(t *testing.T) *admission.Controller {
 	t.Helper()
-	c, err := admission.New(admission.Config{Tiers: []admission.TierConfig{
+	return newAdmission(t, admission.Enforce, admission.Config{Tiers: []admission.TierConfig{
 		{Name: "small", MaxInputTokens: 64, MaxInFlight: 8, MaxQueue: 4, MaxQueueWait: admission.Duration(time.Hour)},
 		{Name: "large", MaxInFlight: 8, MaxQueue: 4, MaxQueueWait: admission.Duration(time.Hour)},
-	}}, admission.Options{Mode: admission.Enforce, SLO: admission.SLO{TTFT: admission.Duration(2 * time.Second), TPOT: admission.Duration(100 * time.Millisecond)}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return c
+	}})
 }
 
 // TestRoutesThroughSimulator sends each route's requests through the proxy to the

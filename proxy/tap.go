@@ -177,7 +177,9 @@ func (t *sseTap) event(ev wire.Event) error {
 		}
 		// An error object is measured (the answer failed) and forwarded like a chunk.
 		t.ex.rec.Chunk(c)
-		t.ex.live.output(t.ex.rec.Outputs())
+		if tk := t.ex.ticket; tk != nil { // the output so far holds KV in the engine too
+			tk.Output(t.ex.rec.Outputs())
+		}
 		if c.End {
 			// A Responses stream has no [DONE]: its terminal event is the end marker.
 			t.ex.done = true

@@ -79,7 +79,7 @@ func (g *workGuard) Release() {
 // engineState) when admission sees the engine saturated or down.
 func (s *Sidecar) liveBusy(engineState bool) (bool, string) {
 	snap := s.scraper.Latest()
-	if _, kv := s.proxy.LiveInFlight(); engine.Known(snap.KVCapacityTokens) && snap.KVCapacityTokens > 0 {
+	if _, kv := s.admission.LiveInFlight(); engine.Known(snap.KVCapacityTokens) && snap.KVCapacityTokens > 0 {
 		if share := float64(kv) / snap.KVCapacityTokens; share > s.cfg.ProbeMaxLoad {
 			return true, fmt.Sprintf("live requests hold %.0f%% of the KV cache", 100*share)
 		}

@@ -94,7 +94,7 @@ func TestFaultSIGTERMUnderLoad(t *testing.T) {
 				wg.Go(func() { ends[i] = faultStream(ts.data, n) })
 			}
 			waitFor(t, "4 streams in flight and the rest queued", func() bool {
-				n, _ := ts.sc.proxy.InFlight()
+				n, _ := ts.sc.admission.InFlight()
 				q := ts.sc.admission.Stats().Tiers[0].Queued
 				return n == 4 && q[admission.Interactive] == len(tc.tokens)-4
 			})

@@ -123,7 +123,7 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 	s.newProber(probes)
 	s.newCalibrator()
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
-	s.metrics = s.newMetrics(&late)
+	s.metrics = s.newMetrics()
 	late.decisions = s.metrics
 	s.live = statuspage.NewWindow(statuspage.WindowOptions{})
 	upstream, _ := url.Parse(cfg.Upstream) // checked by cfg.check
@@ -132,9 +132,8 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 		UpstreamTimeout: cfg.UpstreamTimeout, StreamIdleTimeout: cfg.StreamIdleTimeout,
 		ProbeKey: s.probeKey, TrustPriority: cfg.TrustClientPriority,
 		Observers: append([]proxy.Observer{s.metrics, s.live}, opts.Observers...), Logger: log,
-		Admission: s.admitter(),
+		Admission: s.admission,
 	})
-	late.proxy = s.proxy
 	if err := s.newGPUs(opts.GPUs); err != nil {
 		return nil, err
 	}
@@ -142,12 +141,12 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 }
 
 // newMetrics builds the exporter, reading the prober and calibrator when there are.
-func (s *Sidecar) newMetrics(inFlight exporter.InFlightSource) *exporter.Metrics {
+func (s *Sidecar) newMetrics() *exporter.Metrics {
 	o := exporter.Options{
 		TTFT: s.cfg.SLOTTFT, TPOT: s.cfg.SLOTPOT, NativeHistograms: s.cfg.NativeHist,
 		ServedModels:  func() []string { return s.scraper.Latest().Models },
 		UnknownModels: s.scraper, // an adapter loaded at run time is labelled within seconds
-		Engine:        s.scraper, InFlight: inFlight, Version: Version(),
+		Engine:        s.scraper, InFlight: s.admission, Version: Version(),
 		Admission: s.admission, Reloads: s.reloads,
 	}
 	if s.prober != nil {
@@ -192,7 +191,7 @@ func (s *Sidecar) newAdmission(tiers *admission.Config, late *lateBinding) error
 	}
 	s.admission, err = admission.New(cfg, admission.Options{
 		Mode: mode, SLO: admission.SLO{TTFT: admission.Duration(s.cfg.SLOTTFT), TPOT: admission.Duration(s.cfg.SLOTPOT)},
-		Engine: s.scraper, InFlightKV: late.kvTokens, Observers: []admission.DecisionObserver{late},
+		Engine: s.scraper, Observers: []admission.DecisionObserver{late},
 		Saturation: admission.Saturation{
 			QueueDepth: s.cfg.SaturationQueue, KVUsage: s.cfg.SaturationKV,
 			StaleAfter: s.cfg.StaleAfter, FailClosed: s.cfg.StalePolicy == "closed",
@@ -207,30 +206,10 @@ func (s *Sidecar) newAdmission(tiers *admission.Config, late *lateBinding) error
 	return nil
 }
 
-// admitter returns the proxy's admission control: none when it is off.
-func (s *Sidecar) admitter() proxy.Admitter {
-	if s.admission.Mode() == admission.Off {
-		return nil
-	}
-	return s.admission
-}
-
-// lateBinding connects parts built in an order their dependencies cannot all follow:
-// the exporter and admission read the proxy's requests in flight, and admission reports
-// its decisions to the exporter, although the proxy needs both of them built first.
+// lateBinding relays admission's decisions to the exporter, which is built after the
+// controller because it reads the controller's state.
 type lateBinding struct {
-	proxy     *proxy.Proxy
 	decisions admission.DecisionObserver
-}
-
-func (l *lateBinding) InFlight() (int, int64) { return l.proxy.InFlight() }
-
-func (l *lateBinding) kvTokens() int64 {
-	if l.proxy == nil {
-		return 0
-	}
-	_, kv := l.proxy.InFlight()
-	return kv
 }
 
 func (l *lateBinding) ObserveDecision(d admission.Decision) {
@@ -386,7 +365,7 @@ const shutdownGrace = 2 * time.Second
 // past it, those left are cut short (proxy.Shutdown), which takes up to shutdownGrace more.
 func (s *Sidecar) drain(srv *http.Server) error {
 	s.draining.Store(true)
-	n, _ := s.proxy.InFlight()
+	n, _ := s.admission.InFlight()
 	s.log.Info("draining", "in_flight", n, "timeout", s.cfg.DrainTimeout.String())
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()

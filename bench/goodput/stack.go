@@ -18,10 +18,10 @@ import (
 // setup says what stands between the client and the engine of one stack.
 type setup struct {
 	Name string
-	// Admission is nil for a plain proxy (no admission control).
+	// Admission is nil for the sidecar with admission off.
 	Admission *admission.Config
-	// Engine feeds admission the engine scraper's snapshots and the proxy's KV tokens in
-	// flight (saturation); without it admission sees no engine signal at all.
+	// Engine lets admission's saturation check act (the engine's queue and KV usage,
+	// and its own ledger of tokens in flight); without it only the tiers' limits do.
 	Engine bool
 	SLO    slo
 }
