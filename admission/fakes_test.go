@@ -102,16 +102,6 @@ func (r *recorder) last(t *testing.T) Decision {
 	return ds[len(ds)-1]
 }
 
-func (r *recorder) count(reason Reason) int {
-	n := 0
-	for _, d := range r.all() {
-		if d.Reason == reason {
-			n++
-		}
-	}
-	return n
-}
-
 var _ DecisionObserver = (*recorder)(nil)
 
 // harness is a Controller with a fake clock, a fake engine and a decision recorder.

@@ -6,7 +6,6 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 
 	"go.uber.org/goleak"
@@ -101,18 +100,4 @@ func fixtureNames(t testing.TB) []string {
 	}
 	slices.Sort(names)
 	return names
-}
-
-// parse parses text as an exposition and fails the test if it is not one.
-func parse(t testing.TB, text string) reading {
-	t.Helper()
-	fams, err := parseExposition(strings.NewReader(text))
-	if err != nil {
-		t.Fatalf("parseExposition: %v", err)
-	}
-	rd, err := read(fams, KindAuto)
-	if err != nil {
-		t.Fatalf("read: %v", err)
-	}
-	return rd
 }

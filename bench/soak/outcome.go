@@ -108,14 +108,6 @@ func (t *Tally) Failures() int64 {
 	return n
 }
 
-// Status returns the inference requests whose client got HTTP status code.
-func (t *Tally) Status(code int) int64 {
-	if code <= 0 || code >= len(t.status) {
-		return 0
-	}
-	return t.status[code].Load()
-}
-
 // Statuses returns the inference requests by the status their client got.
 func (t *Tally) Statuses() map[int]int64 {
 	out := make(map[int]int64)
