@@ -27,7 +27,7 @@ func FuzzFromConfig(f *testing.F) {
 		{Name: "long", MaxInFlight: 2, MaxQueue: 1},
 	}}
 	scan := calibrated(3)
-	scan.Tiers[0].Points = []admission.Point{
+	scan.Tiers[0].Points = []Point{
 		{Target: 1, Offered: 1, Throughput: 1, Completion: 1, TTFTp50: time.Second / 5, TTFTp95: time.Second / 2, MeanE2E: 3 * time.Second},
 		{Target: 2, Offered: 2, Throughput: 1.9, Completion: 0.99, TTFTp95: time.Second, TPOTp95: 50 * time.Millisecond},
 		{Target: 3, Offered: 3, Throughput: 2.1, Completion: 0.9, TTFTp95: 9 * time.Second},

@@ -42,15 +42,15 @@ func TestPlanOnly(t *testing.T) {
 
 // calibrated is a result of two tiers, one calibrated and one not.
 func calibrated(knee float64) Result {
-	p := admission.Point{Offered: knee, Throughput: knee, Completion: 1, TTFTp50: 200 * time.Millisecond, MeanE2E: 4 * time.Second}
+	p := Point{Offered: knee, Throughput: knee, Completion: 1, TTFTp50: 200 * time.Millisecond, MeanE2E: 4 * time.Second}
 	slo := admission.SLO{TTFT: admission.Duration(2 * time.Second), TPOT: admission.Duration(100 * time.Millisecond)}
-	lim := admission.DeriveLimits(p, slo)
+	lim := DeriveLimits(p, slo)
 	lim.Name, lim.MaxInputTokens = "short", 2048
 	return Result{
 		Started: time.Unix(1700000000, 0).UTC(), Finished: time.Unix(1700000600, 0).UTC(), Target: "http://engine:8000", Model: "m",
 		Tiers: []TierResult{
 			{Tier: "short", Shape: synth.Shape{Name: "short", Input: 1536, Output: 128}, SLO: slo, Reference: knee * 1.2,
-				Points: []admission.Point{p}, Knee: 0, KneeRate: knee, Rule: "only point", Limits: &lim},
+				Points: []Point{p}, Knee: 0, KneeRate: knee, Rule: "only point", Limits: &lim},
 			{Tier: "long", Knee: -1, Err: "no measured rate was sustainable"},
 		},
 	}

@@ -1,7 +1,6 @@
 package calibrate
 
 import (
-	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -28,7 +27,7 @@ func (r Result) Reports() []synth.Report {
 }
 
 // cell is one measured point as a scan cell.
-func cell(t TierResult, p admission.Point) synth.Cell {
+func cell(t TierResult, p Point) synth.Cell {
 	c := synth.Cell{
 		Row: t.Tier, Input: t.Shape.Input, Output: t.Shape.Output, Nominal: p.Offered, Rate: p.Offered,
 		State: synth.Valid, CompletionRate: p.Throughput, SuccessRate: p.Completion,
@@ -37,7 +36,7 @@ func cell(t TierResult, p admission.Point) synth.Cell {
 	if t.Reference > 0 {
 		c.Multiple = p.Offered / t.Reference
 	}
-	if ok, why := admission.Sustainable(p, nil, t.SLO); !ok {
+	if ok, why := Sustainable(p, nil, t.SLO); !ok {
 		c.Detail = why
 	}
 	c.Throughput = p.Throughput * float64(t.Shape.Output)
