@@ -11,7 +11,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/slogate/slogate/admission"
-	"github.com/slogate/slogate/synth"
+	"github.com/slogate/slogate/report"
 )
 
 // FuzzFromConfig feeds arbitrary tiers files to the reader of the calibration they
@@ -74,14 +74,14 @@ func FuzzFromConfig(f *testing.F) {
 			o.KneeChange(tc.Name)
 		}
 		for _, rep := range o.Result.Reports() {
-			_ = synth.WriteJSON(io.Discard, rep) // fails on a non-finite figure, as it should
-			if err := synth.WriteMarkdown(io.Discard, rep); err != nil {
+			_ = report.WriteJSON(io.Discard, rep) // fails on a non-finite figure, as it should
+			if err := report.WriteMarkdown(io.Discard, rep); err != nil {
 				t.Fatalf("WriteMarkdown: %v", err)
 			}
-			if err := synth.WriteHTML(io.Discard, rep); err != nil {
+			if err := report.WriteHTML(io.Discard, rep); err != nil {
 				t.Fatalf("WriteHTML: %v", err)
 			}
-			if err := synth.WriteScanCharts(io.Discard, rep, "cal-"); err != nil {
+			if err := report.WriteScanCharts(io.Discard, rep, "cal-"); err != nil {
 				t.Fatalf("WriteScanCharts: %v", err)
 			}
 		}

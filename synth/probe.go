@@ -10,8 +10,8 @@ import (
 	"github.com/slogate/slogate/wire"
 )
 
-// SchemaVersion names the layout of Report's JSON; it changes when a field changes
-// meaning or goes away.
+// SchemaVersion names the layout of Report's JSON (written and read by package report);
+// it changes when a field changes meaning or goes away.
 const SchemaVersion = "slogate.probe/v1"
 
 // ErrGateFailed reports a run stopped before any load because a check of the functional
@@ -37,6 +37,11 @@ type Report struct {
 	// calibrate); without it, reports mark the highest rate whose completions kept up.
 	Knee *KneeMark `json:"knee,omitempty"`
 }
+
+// RedactedTarget returns Target with the password of any user information in it masked
+// (as url.URL.Redacted does), the form in which a written or displayed report shows it;
+// a Target that is not a URL with user information comes back unchanged.
+func (r Report) RedactedTarget() string { return redactURL(r.Target) }
 
 // KneeMark is a scan's knee as its caller chose it.
 type KneeMark struct {
@@ -164,7 +169,7 @@ func (r *runner) matrix(ctx context.Context) {
 			input = ctxLen
 		}
 		r.rep.Prefill = append(r.rep.Prefill, r.prefill(ctx, ctxLen, input))
-		r.row(ctx, contextLabel(ctxLen), input, r.w.Output)
+		r.row(ctx, ContextLabel(ctxLen), input, r.w.Output)
 	}
 }
 

@@ -12,6 +12,7 @@ import (
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/exporter"
 	"github.com/slogate/slogate/proxy"
+	"github.com/slogate/slogate/report"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -124,7 +125,7 @@ func addReport(p *exporter.ProbeSnapshot, rep synth.Report) {
 // and POST /-/probe to probe now.
 func (s *sidecar) probeRoutes(mux *http.ServeMux) {
 	for ext, write := range map[string]func(io.Writer, synth.Report) error{
-		"json": synth.WriteJSON, "md": synth.WriteMarkdown, "html": synth.WriteHTML,
+		"json": report.WriteJSON, "md": report.WriteMarkdown, "html": report.WriteHTML,
 	} {
 		mux.HandleFunc("GET /probe/report."+ext, func(w http.ResponseWriter, _ *http.Request) {
 			sched := s.prober.Load()

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slogate/slogate/report"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -147,7 +148,7 @@ func TestProbeCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rep, err := synth.ReadJSON(f)
+	rep, err := report.ReadJSON(f)
 	if err != nil || rep.Model != "sim-tiny" || len(rep.Cells) != 2 || !synth.GatePassed(rep.Gate) {
 		t.Errorf("report: err=%v model=%q cells=%d gate=%+v", err, rep.Model, len(rep.Cells), rep.Gate)
 	}

@@ -1,9 +1,11 @@
-package synth
+package report
 
 import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/slogate/slogate/synth"
 )
 
 func TestMarkdownGolden(t *testing.T) {
@@ -13,19 +15,19 @@ func TestMarkdownGolden(t *testing.T) {
 			if err := WriteMarkdown(&buf, rep); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "report_"+name+".md", buf.Bytes())
+			golden(t, name+".md", buf.Bytes())
 		})
 	}
 }
 
 // hostileReport carries names and details that would break Markdown tables or inject
 // HTML if they were not escaped.
-func hostileReport() Report {
+func hostileReport() synth.Report {
 	r := shapesReport()
 	const row = "<script>alert(1)</script> a|b"
-	r.Workload.Shapes = append(r.Workload.Shapes, Shape{Name: row, Input: 10, Output: 10})
+	r.Workload.Shapes = append(r.Workload.Shapes, synth.Shape{Name: row, Input: 10, Output: 10})
 	r.Model = "<b>model</b> & `tick` [link](http://x)"
-	r.Gate[1] = Check{Name: "arithmetic", Verdict: Fail, Reason: "answered \"41 | <i>\"\nwant 42"}
+	r.Gate[1] = synth.Check{Name: "arithmetic", Verdict: synth.Fail, Reason: "answered \"41 | <i>\"\nwant 42"}
 	c := validCell(row, 10, 10, 1, 12.5, 20, 1, 0, 0.06)
 	c.Detail = "line one\nline | two <img src=x>"
 	r.Cells = append(r.Cells, c)
@@ -123,7 +125,7 @@ func unescaped(doc, s string) int {
 func TestMarkdownSections(t *testing.T) {
 	tests := []struct {
 		name string
-		rep  Report
+		rep  synth.Report
 		want []string
 		not  []string
 	}{
@@ -134,10 +136,10 @@ func TestMarkdownSections(t *testing.T) {
 			[]string{"## Prefill", "- **Looped**"}},
 		{"scan", scanReport(), []string{"## Arrival-rate scan", "Knee: 0.8×", "Valid · knee", "| 1.1× | 1.92 | 1.66 | 86.4% |"},
 			[]string{"## Sustained decode", "## Prefill"}},
-		{"gate failed", Report{Workload: Presets["shapes"], Gate: []Check{{Name: "model_id", Verdict: Fail, Reason: "model \"x\" not served"}}},
+		{"gate failed", synth.Report{Workload: synth.Presets["shapes"], Gate: []synth.Check{{Name: "model_id", Verdict: synth.Fail, Reason: "model \"x\" not served"}}},
 			[]string{"Failed: 1 of 1 checks failed. No load was sent.", "- ✗ **model_id**: fail — model \"x\" not served", "No cells were measured."}, nil},
-		{"empty", Report{}, []string{"# slogate probe: —", "Not run.", "## All measurements", "None."}, nil},
-		{"scan without knee", func() Report {
+		{"empty", synth.Report{}, []string{"# slogate probe: —", "Not run.", "## All measurements", "None."}, nil},
+		{"scan without knee", func() synth.Report {
 			r := scanReport()
 			r.Cells = r.Cells[2:]
 			return r

@@ -1,4 +1,4 @@
-package synth
+package report
 
 import (
 	"cmp"
@@ -7,6 +7,8 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/slogate/slogate/synth"
 )
 
 // The charts of the HTML report, built from a Report: throughput and TTFT p95 against
@@ -19,14 +21,14 @@ var palette = []string{"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f", "#
 
 // gridSeries makes one series per row of g from figure f of the valid cells, with the
 // smallest and largest value plotted (+Inf and 0 when none).
-func gridSeries(g grid, f func(Cell) float64, title func(Cell, float64) string) ([]series, float64, float64) {
+func gridSeries(g grid, f func(synth.Cell) float64, title func(synth.Cell, float64) string) ([]series, float64, float64) {
 	lo, hi := math.Inf(1), 0.0
 	out := make([]series, len(g.rows))
 	for i, row := range g.rows {
 		s := series{name: row, color: palette[i%len(palette)]}
 		for _, conc := range g.cols {
 			p := point{x: float64(conc)}
-			if c, ok := g.at(row, conc); ok && c.State == Valid {
+			if c, ok := g.at(row, conc); ok && c.State == synth.Valid {
 				p.y = f(c)
 				p.ok = p.y > 0 && !math.IsInf(p.y, 0)
 				if p.ok {
@@ -43,7 +45,7 @@ func gridSeries(g grid, f func(Cell) float64, title func(Cell, float64) string) 
 
 // throughputChart plots total output tok/s against concurrency.
 func throughputChart(g grid) chart {
-	ss, _, hi := gridSeries(g, func(c Cell) float64 { return c.Throughput }, func(c Cell, v float64) string {
+	ss, _, hi := gridSeries(g, func(c synth.Cell) float64 { return c.Throughput }, func(c synth.Cell, v float64) string {
 		return fmt.Sprintf("%s × %d: %s tok/s", c.Row, c.Concurrency, fmtTokS(v))
 	})
 	return chart{
@@ -56,7 +58,7 @@ func throughputChart(g grid) chart {
 
 // ttftChart plots TTFT p95 against concurrency on a logarithmic axis.
 func ttftChart(g grid) chart {
-	ss, lo, hi := gridSeries(g, func(c Cell) float64 { return c.TTFTp95 * 1000 }, func(c Cell, v float64) string {
+	ss, lo, hi := gridSeries(g, func(c synth.Cell) float64 { return c.TTFTp95 * 1000 }, func(c synth.Cell, v float64) string {
 		return fmt.Sprintf("%s × %d: TTFT p95 %s ms", c.Row, c.Concurrency, sig3(v))
 	})
 	c := chart{
@@ -72,14 +74,14 @@ func ttftChart(g grid) chart {
 
 // scanCharts plots a scan's completions (against the offered rate and 95% of it) and
 // its TTFT p95, both against the offered rate, with the knee ringed on each.
-func scanCharts(r Report) (chart, chart) {
+func scanCharts(r synth.Report) (chart, chart) {
 	cells := slices.Clone(r.Cells)
-	slices.SortStableFunc(cells, func(a, b Cell) int { return cmp.Compare(a.Rate, b.Rate) })
+	slices.SortStableFunc(cells, func(a, b synth.Cell) int { return cmp.Compare(a.Rate, b.Rate) })
 	done := series{name: "completed req/s", color: palette[0]}
 	ttft := series{name: "TTFT p95", color: palette[2]}
 	hiRate, loT, hiT := 0.0, math.Inf(1), 0.0
 	for _, c := range cells {
-		valid := c.State == Valid
+		valid := c.State == synth.Valid
 		label := fmtMultiple(c.Multiple)
 		done.pts = append(done.pts, point{x: c.Rate, y: c.CompletionRate, ok: valid && c.CompletionRate > 0, label: label,
 			title: fmt.Sprintf("%s · offered %s req/s: completed %s req/s", label, fmtReqS(c.Rate), fmtReqS(c.CompletionRate))})

@@ -1,10 +1,12 @@
-package synth
+package report
 
 import (
 	"math"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slogate/slogate/synth"
 )
 
 func TestReportNumberFormats(t *testing.T) {
@@ -42,12 +44,10 @@ func TestReportNumberFormats(t *testing.T) {
 		{"tick ms", fmtDurationMS(200), "200 ms"},
 		{"tick s", fmtDurationMS(20000), "20 s"},
 		{"clip", clipRunes("CHAT-SUPER-LONG-NAME", 8), "CHAT-SU…"},
-		{"state label", stateLabel(OverCapacity), "Over capacity"},
-		{"state label as is", stateLabel(NotCompleted), "n/c"},
-		{"state class", stateClass(NotCompleted), "nc"},
-		{"context label", contextLabel(257024), "251K"},
-		{"redact", redactURL("http://u:pw@h:1/x"), "http://u:xxxxx@h:1/x"},
-		{"no userinfo", redactURL("http://h:1"), "http://h:1"},
+		{"state label", stateLabel(synth.OverCapacity), "Over capacity"},
+		{"state label as is", stateLabel(synth.NotCompleted), "n/c"},
+		{"state class", stateClass(synth.NotCompleted), "nc"},
+		{"context label", synth.ContextLabel(257024), "251K"},
 	}
 	for _, tt := range tests {
 		if tt.got != tt.want {
@@ -57,25 +57,25 @@ func TestReportNumberFormats(t *testing.T) {
 }
 
 func TestReportScanKnee(t *testing.T) {
-	cell := func(m, rate, done float64, s State) Cell {
-		return Cell{Multiple: m, Rate: rate, CompletionRate: done, State: s}
+	cell := func(m, rate, done float64, s synth.State) synth.Cell {
+		return synth.Cell{Multiple: m, Rate: rate, CompletionRate: done, State: s}
 	}
 	tests := []struct {
 		name  string
-		cells []Cell
+		cells []synth.Cell
 		want  int
 	}{
 		{"seed 003", scanReport().Cells, 1},
-		{"all kept up", []Cell{cell(0.5, 1, 1, Valid), cell(1, 2, 1.95, Valid)}, 1},
-		{"exactly 95%", []Cell{cell(0.5, 1, 0.95, Valid)}, 0},
-		{"none kept up", []Cell{cell(0.5, 1, 0.5, Valid)}, -1},
-		{"invalid cells do not count", []Cell{cell(0.5, 1, 1, Valid), cell(1, 2, 2, Failed)}, 0},
-		{"highest rate, not last", []Cell{cell(1, 2, 2, Valid), cell(0.5, 1, 1, Valid)}, 0},
-		{"a dip below does not stop a higher knee", []Cell{cell(0.5, 1, 0.5, Valid), cell(1, 2, 2, Valid)}, 1},
+		{"all kept up", []synth.Cell{cell(0.5, 1, 1, synth.Valid), cell(1, 2, 1.95, synth.Valid)}, 1},
+		{"exactly 95%", []synth.Cell{cell(0.5, 1, 0.95, synth.Valid)}, 0},
+		{"none kept up", []synth.Cell{cell(0.5, 1, 0.5, synth.Valid)}, -1},
+		{"invalid cells do not count", []synth.Cell{cell(0.5, 1, 1, synth.Valid), cell(1, 2, 2, synth.Failed)}, 0},
+		{"highest rate, not last", []synth.Cell{cell(1, 2, 2, synth.Valid), cell(0.5, 1, 1, synth.Valid)}, 0},
+		{"a dip below does not stop a higher knee", []synth.Cell{cell(0.5, 1, 0.5, synth.Valid), cell(1, 2, 2, synth.Valid)}, 1},
 		{"empty", nil, -1},
 	}
 	for _, tt := range tests {
-		if got := scanKnee(Report{Cells: tt.cells}); got != tt.want {
+		if got := scanKnee(synth.Report{Cells: tt.cells}); got != tt.want {
 			t.Errorf("%s: knee %d, want %d", tt.name, got, tt.want)
 		}
 	}
