@@ -109,6 +109,17 @@ func TestReportAxes(t *testing.T) {
 			t.Errorf("%s: [%g, %g] ticks %q, want [%g, %g] %q", tt.name, tt.a.lo, tt.a.hi, tickLabels(tt.a), tt.lo, tt.hi, tt.ticks)
 		}
 	}
+	// Bounds no measurement gives end the axis all the same.
+	for _, hi := range []float64{math.Inf(1), math.NaN(), math.MaxFloat64, -1} {
+		if a := linearAxis(0, hi, 5, plainNum); len(a.ticks) > 13 {
+			t.Errorf("linearAxis(0, %g): %d ticks", hi, len(a.ticks))
+		}
+	}
+	for _, b := range [][2]float64{{5e-324, math.MaxFloat64}, {math.NaN(), math.Inf(1)}, {1, math.NaN()}} {
+		if a := logAxis(b[0], b[1], fmtDurationMS); len(a.ticks) > 3*700 {
+			t.Errorf("logAxis(%g, %g): %d ticks", b[0], b[1], len(a.ticks))
+		}
+	}
 	if f := (axis{lo: 1, hi: 64, log: true}).frac(8); math.Abs(f-0.5) > 1e-9 {
 		t.Errorf("8 on a log axis 1..64 at %g, want 0.5", f)
 	}

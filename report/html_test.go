@@ -5,6 +5,7 @@ import (
 	"encoding/xml"
 	"errors"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
@@ -279,6 +280,8 @@ func TestHTMLDegenerateReports(t *testing.T) {
 	for i := range noKnee.Cells {
 		noKnee.Cells[i].State, noKnee.Cells[i].Detail = synth.Failed, "3 transport"
 	}
+	beyond := scanReport() // figures no measurement gives, as a hand-edited file may hold
+	beyond.Cells[0].Rate, beyond.Cells[1].CompletionRate, beyond.Cells[2].TTFTp95 = math.Inf(1), math.NaN(), 1e306
 	gateFailed := synth.Report{Workload: synth.Presets["context-matrix"], Gate: []synth.Check{{Name: "model_id", Verdict: synth.Fail, Reason: "not served"}}}
 	oneCell := synth.Report{Workload: synth.Workload{Name: "one", Kind: synth.Shapes, Concurrency: []int{8}},
 		Cells: []synth.Cell{validCell("S", 100, 10, 8, 500, 50, 1, 0, 0.06)}}
@@ -289,6 +292,7 @@ func TestHTMLDegenerateReports(t *testing.T) {
 		"empty":       {synth.Report{}, []string{"Not run."}},
 		"gate failed": {gateFailed, []string{"Failed: 1 of 1 checks failed.", "No cells were measured."}},
 		"no knee":     {noKnee, []string{"No knee", "No valid offered rate to plot."}},
+		"beyond":      {beyond, []string{`id="completion-plot"`, `id="ttft-plot"`}},
 		"one cell":    {oneCell, []string{`id="heatmap"`, `data-state="valid"`}},
 	}
 	for name, tt := range tests {

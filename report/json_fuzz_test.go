@@ -38,6 +38,7 @@ func FuzzReadJSON(f *testing.F) {
 		`{"schema":"slogate.probe/v1","workload":{"duration":"1.5"}}`,
 		`{"schema":"slogate.probe/v1","started":"2024-01-02T03:04:05.123+01:00","finished":"0001-01-01T00:00:00Z"}`,
 		`{"schema":"slogate.probe/v1","cells":{}}`,
+		`{"schema":"slogate.probe/v1","workload":{"kind":"scan"},"cells":[{"offered_rate":0.87,"state":"valid","completion_rate":0.87,"ttft_p95_s":1e306}]}`,
 	} {
 		f.Add([]byte(s))
 	}

@@ -30,7 +30,7 @@ func gridSeries(g grid, f func(synth.Cell) float64, title func(synth.Cell, float
 			p := point{x: float64(conc)}
 			if c, ok := g.at(row, conc); ok && c.State == synth.Valid {
 				p.y = f(c)
-				p.ok = p.y > 0 && !math.IsInf(p.y, 0)
+				p.ok = plotted(p.y)
 				if p.ok {
 					p.title = title(c, p.y)
 					lo, hi = min(lo, p.y), max(hi, p.y)
@@ -81,15 +81,19 @@ func scanCharts(r synth.Report) (chart, chart) {
 	ttft := series{name: "TTFT p95", color: palette[2]}
 	hiRate, loT, hiT := 0.0, math.Inf(1), 0.0
 	for _, c := range cells {
-		valid := c.State == synth.Valid
+		valid := c.State == synth.Valid && !math.IsInf(c.Rate, 0) && !math.IsNaN(c.Rate)
 		label := fmtMultiple(c.Multiple)
-		done.pts = append(done.pts, point{x: c.Rate, y: c.CompletionRate, ok: valid && c.CompletionRate > 0, label: label,
+		done.pts = append(done.pts, point{x: c.Rate, y: c.CompletionRate, ok: valid && plotted(c.CompletionRate), label: label,
 			title: fmt.Sprintf("%s · offered %s req/s: completed %s req/s", label, fmtReqS(c.Rate), fmtReqS(c.CompletionRate))})
 		ms := c.TTFTp95 * 1000
-		ttft.pts = append(ttft.pts, point{x: c.Rate, y: ms, ok: valid && ms > 0, label: label,
+		ttft.pts = append(ttft.pts, point{x: c.Rate, y: ms, ok: valid && plotted(ms), label: label,
 			title: fmt.Sprintf("%s · offered %s req/s: TTFT p95 %s ms", label, fmtReqS(c.Rate), sig3(ms))})
-		hiRate = max(hiRate, c.Rate, c.CompletionRate)
-		if valid && ms > 0 {
+		for _, v := range []float64{c.Rate, c.CompletionRate} {
+			if plotted(v) {
+				hiRate = max(hiRate, v)
+			}
+		}
+		if valid && plotted(ms) {
 			loT, hiT = min(loT, ms), max(hiT, ms)
 		}
 	}
@@ -109,18 +113,23 @@ func scanCharts(r synth.Report) (chart, chart) {
 	if hiT > 0 {
 		lat.y = logAxis(loT, hiT, fmtDurationMS)
 	}
-	if k := scanKnee(r); k >= 0 {
+	if k := scanKnee(r); k >= 0 && plotted(r.Cells[k].Rate) { // a knee off the chart is not ringed
 		c := r.Cells[k]
 		m := mark{x: c.Rate, label: "knee " + fmtMultiple(c.Multiple), class: "knee",
 			attrs: [][2]string{{"multiple", strconv.FormatFloat(c.Multiple, 'f', -1, 64)}, {"rate", strconv.FormatFloat(c.Rate, 'f', -1, 64)}}}
-		m.y = c.CompletionRate
-		comp.marks = []mark{m}
-		if m.y = c.TTFTp95 * 1000; m.y > 0 {
+		if m.y = c.CompletionRate; plotted(m.y) {
+			comp.marks = []mark{m}
+		}
+		if m.y = c.TTFTp95 * 1000; plotted(m.y) {
 			lat.marks = []mark{m}
 		}
 	}
 	return comp, lat
 }
+
+// plotted reports whether a figure can stand on a chart: positive (a zero was not
+// measured, and the axes start at zero or are logarithmic) and finite.
+func plotted(v float64) bool { return v > 0 && !math.IsInf(v, 0) }
 
 // plainNum labels a linear tick with as many decimals as it has: 0 · 500 · 1,000 · 0.25.
 func plainNum(v float64) string {
