@@ -14,6 +14,7 @@ FUZZ_TARGETS := \
 	./enginesim:FuzzParseIDs ./synth:FuzzLooped ./synth:FuzzParseWorkload \
 	./proxy:FuzzProxyResponse ./engine:FuzzScrape ./engine:FuzzParseKind ./admission:FuzzParseNames \
 	./calibrate:FuzzFromConfig ./calibrate:FuzzPlanOnly ./report:FuzzReadJSON ./enginesim:FuzzScript \
+	./report:FuzzCalibrationReports \
 	./exporter:FuzzParseDCGM ./exporter:FuzzPushURL ./exporter:FuzzPushLabels ./cmd/slogate:FuzzSettings \
 	./bench/goodput:FuzzParseFlags ./bench/overhead:FuzzParseTargets
 

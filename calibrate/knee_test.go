@@ -1,11 +1,13 @@
 package calibrate
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/synth"
 )
 
 var kneeSLO = admission.SLO{TTFT: admission.Duration(5 * time.Second), TPOT: admission.Duration(100 * time.Millisecond)}
@@ -75,6 +77,42 @@ func TestKnee(t *testing.T) {
 			got, rule := Knee(tc.points, kneeSLO)
 			if got != tc.want || !strings.Contains(rule, tc.rule) {
 				t.Errorf("Knee = %d %q, want %d %q", got, rule, tc.want, tc.rule)
+			}
+		})
+	}
+}
+
+// TestScanKnee: the knee of a calibration's own report cells, under the tier's SLO, is
+// the knee the calibration chose, whatever the cells' order; only valid cells enter.
+func TestScanKnee(t *testing.T) {
+	over := pt(1.65, 1.2)
+	over.TTFTp95 = 27 * time.Second
+	tr := TierResult{Tier: "t", Shape: synth.Shape{Name: "t", Input: 8192, Output: 128}, SLO: kneeSLO, Reference: 1.5,
+		Points: []Point{pt(0.6, 0.6), pt(1.2, 1.1), over}}
+	tr.Knee, tr.Rule = Knee(tr.Points, kneeSLO)
+	cells := Result{Tiers: []TierResult{tr}}.Reports()[0].Cells
+	reversed := slices.Clone(cells)
+	slices.Reverse(reversed)
+	failed := slices.Clone(cells)
+	failed[2].State = synth.Failed
+	none := slices.Clone(failed)
+	none[0].State, none[1].State = synth.NotCompleted, synth.LoopedState
+	cases := []struct {
+		name  string
+		cells []synth.Cell
+		want  int
+		rule  string
+	}{
+		{"the calibration's cells", cells, tr.Knee, tr.Rule},
+		{"in reverse order", reversed, 1, tr.Rule},
+		{"an invalid cell does not enter", failed, 1, "1.2 req/s, the highest rate measured, was sustainable"},
+		{"no valid cell", none, -1, "no measured rate was sustainable"},
+		{"none", nil, -1, "no measured rate was sustainable"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, rule := ScanKnee(tc.cells, kneeSLO); got != tc.want || rule != tc.rule {
+				t.Errorf("ScanKnee = %d %q, want %d %q", got, rule, tc.want, tc.rule)
 			}
 		})
 	}

@@ -96,3 +96,18 @@ func TestOutcomeFromConfig(t *testing.T) {
 		t.Errorf("KneeChange(long) known for a tier without a knee")
 	}
 }
+
+// TestReportsMarkTheKnee: each tier's report carries the knee the calibration chose,
+// and one without a rate where it chose none, so that no report finds a knee of its own.
+func TestReportsMarkTheKnee(t *testing.T) {
+	reps := calibrated(3).Reports()
+	if len(reps) != 2 {
+		t.Fatalf("%d reports, want one per tier", len(reps))
+	}
+	if k := reps[0].Knee; k == nil || k.Rate != 3 || k.Rule != "only point" {
+		t.Errorf("short tier's report marks %+v, want its knee at 3 req/s", k)
+	}
+	if k := reps[1].Knee; k == nil || k.Rate > 0 {
+		t.Errorf("long tier's report marks %+v, want a mark of no knee", k)
+	}
+}

@@ -10,4 +10,10 @@
 // the report is escaped for the form written, and a password in the report's target URL
 // is masked. The JSON carries synth.SchemaVersion, and ReadJSON reads only that version.
 // Package synth measures and knows nothing of these forms.
+//
+// A rate scan's knee is slogate calibrate's: the knee the report carries
+// (synth.Report.Knee, which a calibration marks as it chose it under the tier's SLO),
+// else the one calibrate.ScanKnee finds among the valid cells with no SLO, as a probe's
+// scan has none. The knee's row, its ring on the charts and the sentence stating it (or
+// that there is none, and why) all follow that one choice.
 package report

@@ -56,27 +56,43 @@ func TestReportNumberFormats(t *testing.T) {
 	}
 }
 
+// TestReportScanKnee: a scan's knee is slogate calibrate's, by its rule without a
+// latency SLO unless the report carries the knee its maker chose.
 func TestReportScanKnee(t *testing.T) {
-	cell := func(m, rate, done float64, s synth.State) synth.Cell {
-		return synth.Cell{Multiple: m, Rate: rate, CompletionRate: done, State: s}
+	cell := func(m, rate, done, success float64, s synth.State) synth.Cell {
+		return synth.Cell{Multiple: m, Rate: rate, CompletionRate: done, SuccessRate: success, State: s}
+	}
+	valid := func(m, rate, done float64) synth.Cell { return cell(m, rate, done, 1, synth.Valid) }
+	marked := func(rate float64, rule string) synth.Report {
+		return synth.Report{Cells: scanReport().Cells, Knee: &synth.KneeMark{Rate: rate, Rule: rule}}
 	}
 	tests := []struct {
-		name  string
-		cells []synth.Cell
-		want  int
+		name     string
+		rep      synth.Report
+		want     int
+		sentence string
 	}{
-		{"seed 003", scanReport().Cells, 1},
-		{"all kept up", []synth.Cell{cell(0.5, 1, 1, synth.Valid), cell(1, 2, 1.95, synth.Valid)}, 1},
-		{"exactly 95%", []synth.Cell{cell(0.5, 1, 0.95, synth.Valid)}, 0},
-		{"none kept up", []synth.Cell{cell(0.5, 1, 0.5, synth.Valid)}, -1},
-		{"invalid cells do not count", []synth.Cell{cell(0.5, 1, 1, synth.Valid), cell(1, 2, 2, synth.Failed)}, 0},
-		{"highest rate, not last", []synth.Cell{cell(1, 2, 2, synth.Valid), cell(0.5, 1, 1, synth.Valid)}, 0},
-		{"a dip below does not stop a higher knee", []synth.Cell{cell(0.5, 1, 0.5, synth.Valid), cell(1, 2, 2, synth.Valid)}, 1},
-		{"empty", nil, -1},
+		{"seed 003", scanReport(), 1, "Knee: 0.8× (1.40 req/s offered, 1.40 req/s completed, p95 TTFT 3,550 ms) by slogate calibrate's rule, " +
+			"without a latency SLO: 1.4 req/s is the highest sustainable rate; at 1.92 req/s marginal efficiency 0.51 from 1.4 req/s: " +
+			"throughput no longer grows with the offered rate."},
+		{"all sustained", synth.Report{Cells: []synth.Cell{valid(0.5, 1, 1), valid(1, 2, 1.95)}}, 1, "2 req/s, the highest rate measured, was sustainable."},
+		{"exactly 95% of the requests completed", synth.Report{Cells: []synth.Cell{cell(0.5, 1, 0.95, 0.95, synth.Valid)}}, 0, ""},
+		{"requests lost at the lowest rate", synth.Report{Cells: []synth.Cell{cell(0.5, 1, 0.9, 0.9, synth.Valid)}}, -1,
+			"No knee: at the lowest rate, 1 req/s, 90% of the offered requests completed."},
+		{"completions behind the lowest rate, every request completed", synth.Report{Cells: []synth.Cell{valid(0.5, 1, 0.5)}}, 0, ""},
+		{"throughput flat", synth.Report{Cells: []synth.Cell{valid(0.5, 1, 1), valid(1, 2, 1.2)}}, 0, "marginal efficiency 0.20 from 1 req/s"},
+		{"the first unsustainable rate ends the knee", synth.Report{Cells: []synth.Cell{valid(0.5, 1, 1), cell(1, 2, 1.5, 0.75, synth.Valid), valid(1.5, 3, 3)}}, 0,
+			"at 2 req/s 75% of the offered requests completed"},
+		{"invalid cells do not count", synth.Report{Cells: []synth.Cell{valid(0.5, 1, 1), cell(1, 2, 2, 1, synth.Failed)}}, 0, ""},
+		{"highest rate, not last", synth.Report{Cells: []synth.Cell{valid(1, 2, 2), valid(0.5, 1, 1)}}, 0, ""},
+		{"the knee the report carries", marked(1.9, "its own rule"), 2, "Knee: its own rule."},
+		{"no knee the report carries", marked(0, "no rate was sustainable"), -1, "No knee: no rate was sustainable."},
+		{"empty", synth.Report{}, -1, "No knee: no measured rate was sustainable."},
 	}
 	for _, tt := range tests {
-		if got := scanKnee(synth.Report{Cells: tt.cells}); got != tt.want {
-			t.Errorf("%s: knee %d, want %d", tt.name, got, tt.want)
+		got, sentence := scanKnee(tt.rep)
+		if got != tt.want || !strings.Contains(sentence, tt.sentence) {
+			t.Errorf("%s: knee %d %q, want %d %q", tt.name, got, sentence, tt.want, tt.sentence)
 		}
 	}
 }

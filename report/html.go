@@ -141,7 +141,8 @@ func (d *htmlDoc) scan(r synth.Report) {
 	d.linef(`<p class="caption">Open-loop arrivals at multiples of %s. Completed / offered is the share of the offered rate that completed.</p>`,
 		esc(referenceSummary(r)))
 	d.table("scan-table", scanTable(r))
-	d.linef(`<p id="knee" class="knee-note">%s</p>`, esc(kneeSentence(r)))
+	_, knee := scanKnee(r)
+	d.linef(`<p id="knee" class="knee-note">%s</p>`, esc(knee))
 	comp, lat := scanCharts(r)
 	d.linef(`<div class="plots">`)
 	comp.write(d)

@@ -109,7 +109,8 @@ func (d *mdDoc) scan(r synth.Report) {
 	d.para(fmt.Sprintf("Open-loop arrivals at multiples of %s. Completed / offered is the share of the offered rate that completed.",
 		mdEsc(referenceSummary(r))))
 	d.table(scanTable(r))
-	d.para(kneeSentence(r))
+	_, knee := scanKnee(r)
+	d.para(mdEsc(knee))
 }
 
 func (d *mdDoc) measurements(r synth.Report) {

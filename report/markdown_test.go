@@ -106,6 +106,16 @@ func TestMarkdownEscapesReportText(t *testing.T) {
 			t.Errorf("no %q in the Markdown", want)
 		}
 	}
+	// The rule of a knee the report carries is the report's text too.
+	scan := scanReport()
+	scan.Knee = &synth.KneeMark{Rate: 1.4, Rule: "<img src=x> & [link] `tick`"}
+	buf.Reset()
+	if err := WriteMarkdown(&buf, scan); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Knee: \\<img src=x> \\& \\[link\\] \\`tick\\`."; !strings.Contains(buf.String(), want) {
+		t.Errorf("no %q in the Markdown:\n%s", want, buf.String())
+	}
 }
 
 // unescaped returns the index of the first s in doc that no backslash escapes, or -1.
@@ -142,8 +152,14 @@ func TestMarkdownSections(t *testing.T) {
 		{"scan without knee", func() synth.Report {
 			r := scanReport()
 			r.Cells = r.Cells[2:]
+			r.Cells[0].SuccessRate = 0.9 // a tenth of the requests lost at the lowest rate
 			return r
-		}(), []string{"No knee: at no offered rate"}, []string{"· knee"}},
+		}(), []string{"No knee: at the lowest rate, 1.92 req/s, 90% of the offered requests completed."}, []string{"· knee"}},
+		{"knee as the report carries it", func() synth.Report {
+			r := scanReport()
+			r.Knee = &synth.KneeMark{Rate: 0.87, Rule: "0.87 req/s is the highest sustainable rate; at 1.4 req/s p95 TTFT 3.55s over the SLO 2s"}
+			return r
+		}(), []string{"Knee: 0.87 req/s is the highest sustainable rate; at 1.4 req/s p95 TTFT 3.55s over the SLO 2s.", "| 0.5× | 0.875 | 0.874 | 99.9% | 1,120 | 21.2 | 112 | 100% | Valid · knee |"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

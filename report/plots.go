@@ -72,8 +72,9 @@ func ttftChart(g grid) chart {
 	return c
 }
 
-// scanCharts plots a scan's completions (against the offered rate and 95% of it) and
-// its TTFT p95, both against the offered rate, with the knee ringed on each.
+// scanCharts plots a scan's completions (with the offered rate as a line to compare
+// them with) and its TTFT p95, both against the offered rate, with the knee ringed on
+// each.
 func scanCharts(r synth.Report) (chart, chart) {
 	cells := slices.Clone(r.Cells)
 	slices.SortStableFunc(cells, func(a, b synth.Cell) int { return cmp.Compare(a.Rate, b.Rate) })
@@ -101,10 +102,7 @@ func scanCharts(r synth.Report) (chart, chart) {
 	comp := chart{
 		id: "completion-plot", title: "Completions vs offered rate", xLabel: "offered req/s", yLabel: "completed req/s",
 		x: x, y: x, series: []series{done}, empty: "No valid offered rate to plot.",
-		refs: []refLine{
-			{label: "offered", dash: "6 4", x1: x.hi, y1: x.hi},
-			{label: "95% of offered", dash: "2 3", x1: x.hi, y1: kneeKeepUp * x.hi},
-		},
+		refs: []refLine{{label: "offered", dash: "6 4", x1: x.hi, y1: x.hi}},
 	}
 	lat := chart{
 		id: "ttft-plot", title: "TTFT p95 vs offered rate", xLabel: "offered req/s", yLabel: "TTFT p95 (log scale)",
@@ -113,7 +111,7 @@ func scanCharts(r synth.Report) (chart, chart) {
 	if hiT > 0 {
 		lat.y = logAxis(loT, hiT, fmtDurationMS)
 	}
-	if k := scanKnee(r); k >= 0 && plotted(r.Cells[k].Rate) { // a knee off the chart is not ringed
+	if k, _ := scanKnee(r); k >= 0 && plotted(r.Cells[k].Rate) { // a knee off the chart is not ringed
 		c := r.Cells[k]
 		m := mark{x: c.Rate, label: "knee " + fmtMultiple(c.Multiple), class: "knee",
 			attrs: [][2]string{{"multiple", strconv.FormatFloat(c.Multiple, 'f', -1, 64)}, {"rate", strconv.FormatFloat(c.Rate, 'f', -1, 64)}}}

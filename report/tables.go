@@ -83,7 +83,7 @@ func scanTable(r synth.Report) table {
 		head: []string{"Multiple", "Offered req/s", "Completed req/s", "Completed / offered", "TTFT p95 (ms)", "TPOT p95 (ms)", "Output tok/s", "Success", "Status"},
 		num:  []bool{true, true, true, true, true, true, true, true, false},
 	}
-	knee := scanKnee(r)
+	knee, _ := scanKnee(r)
 	for i, c := range r.Cells {
 		row := tableRow{class: "state-" + stateClass(c.State)}
 		status := stateLabel(c.State)

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/calibrate"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -251,47 +253,39 @@ func validRounds(c synth.Cell) int {
 // disagreed reports whether a valid cell's rounds spread further than the workload allows.
 func disagreed(c synth.Cell) bool { return c.State == synth.Valid && validRounds(c) > 1 && !c.Agreed }
 
-// kneeKeepUp is how much of the offered rate a scan's completions must reach for the
-// engine to count as keeping up.
-const kneeKeepUp = 0.95
-
-// scanKnee returns the index of the valid cell with the highest offered rate whose
-// completion rate kept up (at least kneeKeepUp of the offered rate), or -1.
-func scanKnee(r synth.Report) int {
-	cells := r.Cells
-	if r.Knee != nil { // set by whoever ran the scan, with its own rule: the nearest cell
+// scanKnee returns the index among a scan's cells of its knee (-1 for none) and the
+// sentence that states it. The knee is slogate calibrate's: the one the report carries
+// (Report.Knee, which a calibration marks as it chose it under the tier's SLO) on the
+// cell nearest its rate, else calibrate.ScanKnee's over the valid cells with no SLO, as
+// a probe's scan has none.
+func scanKnee(r synth.Report) (int, string) {
+	if m := r.Knee; m != nil {
+		if !(m.Rate > 0) {
+			return -1, sentence("No knee", m.Rule)
+		}
 		best := -1
-		for i, c := range cells {
-			if best < 0 || math.Abs(c.Rate-r.Knee.Rate) < math.Abs(cells[best].Rate-r.Knee.Rate) {
+		for i, c := range r.Cells {
+			if best < 0 || math.Abs(c.Rate-m.Rate) < math.Abs(r.Cells[best].Rate-m.Rate) {
 				best = i
 			}
 		}
-		return best
+		return best, sentence("Knee", m.Rule)
 	}
-	best := -1
-	for i, c := range cells {
-		if c.State != synth.Valid || !(c.Rate > 0) || c.CompletionRate < kneeKeepUp*c.Rate {
-			continue
-		}
-		if best < 0 || c.Rate > cells[best].Rate {
-			best = i
-		}
-	}
-	return best
-}
-
-// kneeSentence states a scan's knee, or that there is none.
-func kneeSentence(r synth.Report) string {
-	k := scanKnee(r)
-	if r.Knee != nil {
-		return "Knee: " + r.Knee.Rule + "."
-	}
+	k, rule := calibrate.ScanKnee(r.Cells, admission.SLO{})
 	if k < 0 {
-		return fmt.Sprintf("No knee: at no offered rate did completions keep up (reach %s of the offered rate).", fmtPct(kneeKeepUp))
+		return -1, sentence("No knee", rule)
 	}
 	c := r.Cells[k]
-	return fmt.Sprintf("Knee: %s (%s req/s offered, %s req/s completed, p95 TTFT %s ms), the highest offered rate whose completions kept up (at least %s of the offered rate).",
-		fmtMultiple(c.Multiple), fmtReqS(c.Rate), fmtReqS(c.CompletionRate), fmtMS(c.TTFTp95), fmtPct(kneeKeepUp))
+	return k, fmt.Sprintf("Knee: %s (%s req/s offered, %s req/s completed, p95 TTFT %s ms) by slogate calibrate's rule, without a latency SLO: %s.",
+		fmtMultiple(c.Multiple), fmtReqS(c.Rate), fmtReqS(c.CompletionRate), fmtMS(c.TTFTp95), rule)
+}
+
+// sentence is "head: why." or, without a why, "head.".
+func sentence(head, why string) string {
+	if strings.TrimSpace(why) == "" {
+		return head + "."
+	}
+	return head + ": " + why + "."
 }
 
 // stateClass turns a state into a CSS class or id fragment: "n/c" → "nc".

@@ -33,8 +33,9 @@ type Report struct {
 	Prefill    []Prefill  `json:"prefill,omitempty"`        // matrix: one request per context
 	Reference  float64    `json:"reference_rate,omitempty"` // scan: requests/s the multiples apply to
 	Cells      []Cell     `json:"cells"`
-	// Knee marks a scan's knee when the caller chose it by its own rule (slogate
-	// calibrate); without it, reports mark the highest rate whose completions kept up.
+	// Knee is a scan's knee as its maker chose it (slogate calibrate, under the tier's
+	// SLO); without it, package report finds a scan's knee by calibrate's rule with no
+	// SLO.
 	Knee *KneeMark `json:"knee,omitempty"`
 }
 
@@ -43,10 +44,11 @@ type Report struct {
 // a Target that is not a URL with user information comes back unchanged.
 func (r Report) RedactedTarget() string { return redactURL(r.Target) }
 
-// KneeMark is a scan's knee as its caller chose it.
+// KneeMark is a scan's knee as its maker chose it: the offered rate of the knee, or
+// none when Rate is not positive (no rate was sustainable), and why.
 type KneeMark struct {
-	Rate float64 `json:"rate"` // offered requests/s
-	Rule string  `json:"rule"` // why this rate
+	Rate float64 `json:"rate"` // offered requests/s; not positive: no knee
+	Rule string  `json:"rule"` // why this rate, or why none
 }
 
 // Prefill is the single-request prefill speed at one context length, measured on the
