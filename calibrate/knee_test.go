@@ -44,9 +44,9 @@ func TestSustainable(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ok, reason := Sustainable(tc.p, tc.base, kneeSLO)
+			ok, reason := sustainable(tc.p, tc.base, kneeSLO)
 			if ok != tc.ok || !strings.Contains(reason, tc.reason) || (tc.ok && reason != "") {
-				t.Errorf("Sustainable = %v %q, want %v %q", ok, reason, tc.ok, tc.reason)
+				t.Errorf("sustainable = %v %q, want %v %q", ok, reason, tc.ok, tc.reason)
 			}
 		})
 	}
@@ -74,9 +74,9 @@ func TestKnee(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, rule := Knee(tc.points, kneeSLO)
+			got, rule := kneeOf(tc.points, kneeSLO)
 			if got != tc.want || !strings.Contains(rule, tc.rule) {
-				t.Errorf("Knee = %d %q, want %d %q", got, rule, tc.want, tc.rule)
+				t.Errorf("kneeOf = %d %q, want %d %q", got, rule, tc.want, tc.rule)
 			}
 		})
 	}
@@ -89,7 +89,7 @@ func TestScanKnee(t *testing.T) {
 	over.TTFTp95 = 27 * time.Second
 	tr := TierResult{Tier: "t", Shape: synth.Shape{Name: "t", Input: 8192, Output: 128}, SLO: kneeSLO, Reference: 1.5,
 		Points: []Point{pt(0.6, 0.6), pt(1.2, 1.1), over}}
-	tr.Knee, tr.Rule = Knee(tr.Points, kneeSLO)
+	tr.Knee, tr.Rule = kneeOf(tr.Points, kneeSLO)
 	cells := Result{Tiers: []TierResult{tr}}.Reports()[0].Cells
 	reversed := slices.Clone(cells)
 	slices.Reverse(reversed)
@@ -121,8 +121,8 @@ func TestScanKnee(t *testing.T) {
 func TestKneedle(t *testing.T) {
 	// Throughput grows with the offered rate up to 1.0 and then stays flat.
 	curve := []Point{pt(2, 1.02), pt(0.25, 0.25), pt(0.5, 0.5), pt(1, 1), pt(0.75, 0.75), pt(1.5, 1.01)}
-	if k, ok := Kneedle(curve); !ok || k != 1 {
-		t.Errorf("Kneedle = %v %v, want 1 true", k, ok)
+	if k, ok := kneedle(curve); !ok || k != 1 {
+		t.Errorf("kneedle = %v %v, want 1 true", k, ok)
 	}
 	cases := []struct {
 		name   string
@@ -134,8 +134,8 @@ func TestKneedle(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if k, ok := Kneedle(tc.points); ok {
-				t.Errorf("Kneedle = %v true, want no knee", k)
+			if k, ok := kneedle(tc.points); ok {
+				t.Errorf("kneedle = %v true, want no knee", k)
 			}
 		})
 	}
@@ -161,9 +161,9 @@ func TestDeriveLimits(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := DeriveLimits(tc.knee, kneeSLO)
+			got := deriveLimits(tc.knee, kneeSLO)
 			if got != tc.want {
-				t.Errorf("DeriveLimits =\n %+v, want\n %+v", got, tc.want)
+				t.Errorf("deriveLimits =\n %+v, want\n %+v", got, tc.want)
 			}
 		})
 	}

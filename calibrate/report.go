@@ -43,15 +43,16 @@ func cell(t TierResult, p Point) synth.Cell {
 	if t.Reference > 0 {
 		c.Multiple = p.Offered / t.Reference
 	}
-	if ok, why := Sustainable(p, nil, t.SLO); !ok {
+	if ok, why := sustainable(p, nil, t.SLO); !ok {
 		c.Detail = why
 	}
 	c.Throughput = p.Throughput * float64(t.Shape.Output)
 	return c
 }
 
-// ScanKnee returns the knee of a rate scan's cells by Knee's rule under slo: the index
-// in cells of the knee (-1 for none) and the rule that chose it, as Knee words it. The
+// ScanKnee returns the knee of a rate scan's cells by the calibration's rule (see the
+// package doc) under slo: the index in cells of the knee (-1 for none) and the rule's
+// reason in words, as a calibration records it (TierResult.Rule). The
 // valid cells enter in order of offered rate, each as the point Reports makes that cell
 // of (offered rate, completions per second, its success rate as the share of requests
 // completed, and the latencies); a cell of any other state, or without a positive and
@@ -69,7 +70,7 @@ func ScanKnee(cells []synth.Cell, slo admission.SLO) (int, string) {
 	for j, i := range valid {
 		points[j] = point(cells[i])
 	}
-	k, rule := Knee(points, slo)
+	k, rule := kneeOf(points, slo)
 	if k < 0 {
 		return -1, rule
 	}

@@ -127,7 +127,7 @@ func (c *run) measure(ctx context.Context, r *TierResult, tp TierPlan, rate floa
 // more or less than asked (the same share at every rate, as they are the same arrivals
 // scaled), and a bisection of the rates sent would then never close its bracket.
 func (c *run) nextRate(r TierResult, slo admission.SLO) (float64, bool) {
-	knee, _ := Knee(r.Points, slo)
+	knee, _ := kneeOf(r.Points, slo)
 	switch {
 	case knee == len(r.Points)-1:
 		return r.Points[knee].Target * 1.4, true
@@ -144,8 +144,8 @@ func (c *run) nextRate(r TierResult, slo admission.SLO) (float64, bool) {
 
 // finish records the knee and the limits it gives.
 func (c *run) finish(r *TierResult, tp TierPlan) {
-	r.Knee, r.Rule = Knee(r.Points, tp.Tier.SLO)
-	if k, ok := Kneedle(r.Points); ok {
+	r.Knee, r.Rule = kneeOf(r.Points, tp.Tier.SLO)
+	if k, ok := kneedle(r.Points); ok {
 		r.Kneedle = k
 	}
 	if r.Knee < 0 {
@@ -153,7 +153,7 @@ func (c *run) finish(r *TierResult, tp TierPlan) {
 		return
 	}
 	r.KneeRate = r.Points[r.Knee].Offered
-	lim := DeriveLimits(r.Points[r.Knee], tp.Tier.SLO)
+	lim := deriveLimits(r.Points[r.Knee], tp.Tier.SLO)
 	lim.Name, lim.MaxInputTokens = tp.Tier.Name, tp.Tier.MaxInputTokens
 	r.Limits = &lim
 }
