@@ -13,7 +13,8 @@ FUZZ_TARGETS := \
 	./engine:FuzzRead ./proxy:FuzzProxyRequest ./admission:FuzzParseConfig \
 	./enginesim:FuzzParseIDs ./synth:FuzzLooped ./synth:FuzzParseWorkload \
 	./proxy:FuzzProxyResponse ./engine:FuzzScrape ./engine:FuzzParseKind ./admission:FuzzParseNames \
-	./calibrate:FuzzFromConfig ./calibrate:FuzzPlanOnly ./synth:FuzzReadJSON ./enginesim:FuzzScript \
+	./calibrate:FuzzFromConfig ./calibrate:FuzzPlanOnly ./report:FuzzReadJSON ./enginesim:FuzzScript \
+	./report:FuzzCalibrationReports \
 	./exporter:FuzzParseDCGM ./exporter:FuzzPushURL ./exporter:FuzzPushLabels ./cmd/slogate:FuzzSettings \
 	./bench/goodput:FuzzParseFlags ./bench/overhead:FuzzParseTargets
 

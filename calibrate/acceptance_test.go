@@ -183,8 +183,8 @@ func TestAcceptanceSeed003Inflection(t *testing.T) {
 		t.Fatalf("Run: %v, %d tiers", err, len(res.Tiers))
 	}
 	r := res.Tiers[0]
-	at := func(m float64) admission.Point {
-		i := slices.IndexFunc(r.Points, func(p admission.Point) bool { return p.Target == m*r.Reference })
+	at := func(m float64) Point {
+		i := slices.IndexFunc(r.Points, func(p Point) bool { return p.Target == m*r.Reference })
 		if i < 0 {
 			t.Fatalf("no point at %.1f× the reference", m)
 		}

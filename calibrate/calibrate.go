@@ -1,7 +1,8 @@
 // Package calibrate measures where each admission tier's engine throughput stops growing
-// while TTFT explodes, and derives the tier's limits from that knee: it joins the prober
-// (package synth, which measures) and admission control (which owns the knee rule and
-// the limits), so that an operator never has to guess a tier's numbers.
+// while TTFT explodes, and derives the tier's limits from that knee: it drives the
+// prober (package synth, which measures) and writes admission control's tier limits,
+// so that an operator never has to guess a tier's numbers. It owns slogate's one knee
+// rule, which the probe reports apply to rate scans too (ScanKnee).
 //
 // For each tier, with a representative request shape: a closed-loop run at a
 // concurrency that saturates the engine gives a reference rate; open-loop Poisson
@@ -9,8 +10,14 @@
 // points of the throughput and latency curve; then the bracket between the highest
 // sustainable rate and the first unsustainable one is bisected until it is within 5%
 // (λ* is its lower end, so a bracket of 10% would leave λ* up to 10% under the knee).
-// The knee λ* is the highest sustainable rate (admission.Knee); the limits follow from
-// it (admission.DeriveLimits).
+//
+// The rule: a rate is sustainable when p95 TTFT and p95 TPOT are within the tier's SLO,
+// at least 95% of the offered requests completed, and throughput still grows with the
+// offered rate (a marginal efficiency (ΔX/X)/(Δλ/λ) of at least 0.7 from a sustainable
+// rate at least a quarter lower, or else the lowest). The knee λ* is the highest
+// sustainable rate below the first unsustainable one, and a tier's limits follow from
+// the point measured there (TierResult.Limits, which Result.Config writes into a tiers
+// file).
 package calibrate
 
 import (

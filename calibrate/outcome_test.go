@@ -42,15 +42,15 @@ func TestPlanOnly(t *testing.T) {
 
 // calibrated is a result of two tiers, one calibrated and one not.
 func calibrated(knee float64) Result {
-	p := admission.Point{Offered: knee, Throughput: knee, Completion: 1, TTFTp50: 200 * time.Millisecond, MeanE2E: 4 * time.Second}
+	p := Point{Offered: knee, Throughput: knee, Completion: 1, TTFTp50: 200 * time.Millisecond, MeanE2E: 4 * time.Second}
 	slo := admission.SLO{TTFT: admission.Duration(2 * time.Second), TPOT: admission.Duration(100 * time.Millisecond)}
-	lim := admission.DeriveLimits(p, slo)
+	lim := deriveLimits(p, slo)
 	lim.Name, lim.MaxInputTokens = "short", 2048
 	return Result{
 		Started: time.Unix(1700000000, 0).UTC(), Finished: time.Unix(1700000600, 0).UTC(), Target: "http://engine:8000", Model: "m",
 		Tiers: []TierResult{
 			{Tier: "short", Shape: synth.Shape{Name: "short", Input: 1536, Output: 128}, SLO: slo, Reference: knee * 1.2,
-				Points: []admission.Point{p}, Knee: 0, KneeRate: knee, Rule: "only point", Limits: &lim},
+				Points: []Point{p}, Knee: 0, KneeRate: knee, Rule: "only point", Limits: &lim},
 			{Tier: "long", Knee: -1, Err: "no measured rate was sustainable"},
 		},
 	}
@@ -94,5 +94,20 @@ func TestOutcomeFromConfig(t *testing.T) {
 	}
 	if _, ok := o.KneeChange("long"); ok {
 		t.Errorf("KneeChange(long) known for a tier without a knee")
+	}
+}
+
+// TestReportsMarkTheKnee: each tier's report carries the knee the calibration chose,
+// and one without a rate where it chose none, so that no report finds a knee of its own.
+func TestReportsMarkTheKnee(t *testing.T) {
+	reps := calibrated(3).Reports()
+	if len(reps) != 2 {
+		t.Fatalf("%d reports, want one per tier", len(reps))
+	}
+	if k := reps[0].Knee; k == nil || k.Rate != 3 || k.Rule != "only point" {
+		t.Errorf("short tier's report marks %+v, want its knee at 3 req/s", k)
+	}
+	if k := reps[1].Knee; k == nil || k.Rate > 0 {
+		t.Errorf("long tier's report marks %+v, want a mark of no knee", k)
 	}
 }

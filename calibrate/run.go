@@ -28,7 +28,7 @@ type TierResult struct {
 	Shape     synth.Shape           `yaml:"shape" json:"shape"`
 	SLO       admission.SLO         `yaml:"slo" json:"slo"`
 	Reference float64               `yaml:"reference_rps" json:"reference_rps"` // closed-loop completions/s
-	Points    []admission.Point     `yaml:"points" json:"points"`
+	Points    []Point               `yaml:"points" json:"points"`
 	Knee      int                   `yaml:"knee" json:"knee"`
 	KneeRate  float64               `yaml:"knee_rps" json:"knee_rps"`
 	Rule      string                `yaml:"rule" json:"rule"`
@@ -39,7 +39,7 @@ type TierResult struct {
 
 // Progress is told about each point measured: the tier, the point, and how many rounds
 // of the plan's estimate are done.
-type Progress func(tier string, p admission.Point, done, total int)
+type Progress func(tier string, p Point, done, total int)
 
 // Run calibrates every tier of plan against t, one after another. A tier whose
 // measurement fails carries the error and no limits; Run stops early, with what it
@@ -102,7 +102,7 @@ func (c *run) measure(ctx context.Context, r *TierResult, tp TierPlan, rate floa
 	// then differ by their rate and not by their luck, and λ* is not merely the luckiest
 	// of several draws.
 	round := c.t.OpenRound(ctx, tp.Shape, rate, window, true, c.plan.Seed, drain)
-	p := admission.Point{
+	p := Point{
 		Target: rate, Offered: round.Offered, TTFTp50: secs(round.TTFTp50), TTFTp95: secs(round.TTFTp95),
 		TPOTp95: secs(round.TPOTp95), MeanE2E: secs(round.E2Emean),
 	}
@@ -112,7 +112,7 @@ func (c *run) measure(ctx context.Context, r *TierResult, tp TierPlan, rate floa
 	if round.Sent > 0 {
 		p.Completion = float64(round.Completed) / float64(round.Sent)
 	}
-	i, _ := slices.BinarySearchFunc(r.Points, p, func(a, b admission.Point) int { return cmp.Compare(a.Offered, b.Offered) })
+	i, _ := slices.BinarySearchFunc(r.Points, p, func(a, b Point) int { return cmp.Compare(a.Offered, b.Offered) })
 	r.Points = slices.Insert(r.Points, i, p)
 	c.done++
 	if c.progress != nil {
@@ -127,7 +127,7 @@ func (c *run) measure(ctx context.Context, r *TierResult, tp TierPlan, rate floa
 // more or less than asked (the same share at every rate, as they are the same arrivals
 // scaled), and a bisection of the rates sent would then never close its bracket.
 func (c *run) nextRate(r TierResult, slo admission.SLO) (float64, bool) {
-	knee, _ := admission.Knee(r.Points, slo)
+	knee, _ := kneeOf(r.Points, slo)
 	switch {
 	case knee == len(r.Points)-1:
 		return r.Points[knee].Target * 1.4, true
@@ -144,8 +144,8 @@ func (c *run) nextRate(r TierResult, slo admission.SLO) (float64, bool) {
 
 // finish records the knee and the limits it gives.
 func (c *run) finish(r *TierResult, tp TierPlan) {
-	r.Knee, r.Rule = admission.Knee(r.Points, tp.Tier.SLO)
-	if k, ok := admission.Kneedle(r.Points); ok {
+	r.Knee, r.Rule = kneeOf(r.Points, tp.Tier.SLO)
+	if k, ok := kneedle(r.Points); ok {
 		r.Kneedle = k
 	}
 	if r.Knee < 0 {
@@ -153,7 +153,7 @@ func (c *run) finish(r *TierResult, tp TierPlan) {
 		return
 	}
 	r.KneeRate = r.Points[r.Knee].Offered
-	lim := admission.DeriveLimits(r.Points[r.Knee], tp.Tier.SLO)
+	lim := deriveLimits(r.Points[r.Knee], tp.Tier.SLO)
 	lim.Name, lim.MaxInputTokens = tp.Tier.Name, tp.Tier.MaxInputTokens
 	r.Limits = &lim
 }

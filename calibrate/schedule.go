@@ -157,7 +157,7 @@ func (s *Schedule) calibrate(ctx context.Context) error {
 	}
 	log := s.cfg.Logger
 	log.Info("calibration started", "tiers", len(plan.Tiers), "estimate", plan.Estimate().Round(time.Second).String())
-	res, err := Run(ctx, s.cfg.Target, plan, engine, func(tier string, p admission.Point, done, total int) {
+	res, err := Run(ctx, s.cfg.Target, plan, engine, func(tier string, p Point, done, total int) {
 		log.Info("calibration point", "tier", tier, "offered_rps", p.Offered, "completed_rps", p.Throughput,
 			"ttft_p95", p.TTFTp95.String(), "tpot_p95", p.TPOTp95.String(), "done", done, "of", total)
 	})

@@ -8,6 +8,7 @@ import (
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/calibrate"
 	"github.com/slogate/slogate/exporter"
+	"github.com/slogate/slogate/report"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -110,7 +111,7 @@ func (s *Sidecar) calibrationRoutes(mux *http.ServeMux) {
 		}
 	})
 	writers := map[string]func(io.Writer, synth.Report) error{
-		"report.json": synth.WriteJSON, "report.md": synth.WriteMarkdown, "report.html": synth.WriteHTML,
+		"report.json": report.WriteJSON, "report.md": report.WriteMarkdown, "report.html": report.WriteHTML,
 	}
 	types := map[string]string{"report.json": "application/json", "report.md": "text/markdown; charset=utf-8", "report.html": "text/html; charset=utf-8"}
 	mux.HandleFunc("GET /calibration/{tier}/{file}", func(w http.ResponseWriter, r *http.Request) {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/slogate/slogate/exporter"
 	"github.com/slogate/slogate/proxy"
+	"github.com/slogate/slogate/report"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -85,7 +86,7 @@ func AddReport(p *exporter.ProbeSnapshot, rep synth.Report) {
 // and POST /-/probe to probe now.
 func (s *Sidecar) probeRoutes(mux *http.ServeMux) {
 	for ext, write := range map[string]func(io.Writer, synth.Report) error{
-		"json": synth.WriteJSON, "md": synth.WriteMarkdown, "html": synth.WriteHTML,
+		"json": report.WriteJSON, "md": report.WriteMarkdown, "html": report.WriteHTML,
 	} {
 		mux.HandleFunc("GET /probe/report."+ext, func(w http.ResponseWriter, _ *http.Request) {
 			sched := s.prober

@@ -7,12 +7,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slogate/slogate/report"
 	"github.com/slogate/slogate/schedule"
 	"github.com/slogate/slogate/synth"
 )
 
 // The probe and calibration sections: their schedules' state, and the latest results
-// drawn by synth's report figures (the heatmap of a probe matrix, the rate-scan charts
+// drawn by package report's figures (the heatmap of a probe matrix, the rate-scan charts
 // of a scan probe and of each calibrated tier).
 
 // probePart is the probe section.
@@ -43,11 +44,11 @@ func probeView(src ProbeSource, now time.Time) probePart {
 	v.Gate = gateSummary(r.Gate)
 	var fig bytes.Buffer
 	if r.Workload.Kind == synth.Scan {
-		_ = synth.WriteScanCharts(&fig, r, "probe-") // a bytes.Buffer does not fail
+		_ = report.WriteScanCharts(&fig, r, "probe-") // a bytes.Buffer does not fail
 	} else {
-		_ = synth.WriteHeatmap(&fig, r)
+		_ = report.WriteHeatmap(&fig, r)
 	}
-	v.Figure = template.HTML(fig.String()) // synth escapes every text it writes
+	v.Figure = template.HTML(fig.String()) // report escapes every text it writes
 	return v
 }
 
@@ -127,8 +128,8 @@ func calibrationView(src CalibrationSource, now time.Time) calibrationPart {
 
 func tierFigure(r synth.Report, prefix string) template.HTML {
 	var fig bytes.Buffer
-	_ = synth.WriteScanCharts(&fig, r, prefix)
-	return template.HTML(fig.String()) // synth escapes every text it writes
+	_ = report.WriteScanCharts(&fig, r, prefix)
+	return template.HTML(fig.String()) // report escapes every text it writes
 }
 
 // scheduleState describes a schedule's state in words.

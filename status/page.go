@@ -22,6 +22,7 @@ import (
 	"github.com/slogate/slogate/calibrate"
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/measure"
+	"github.com/slogate/slogate/report"
 	"github.com/slogate/slogate/schedule"
 	"github.com/slogate/slogate/synth"
 )
@@ -98,7 +99,7 @@ func New(cfg Config) *Page {
 var templateFiles embed.FS
 
 // pageTemplate is the page; html/template escapes every value it is given. The only
-// unescaped HTML is the figures, which synth writes with all text escaped.
+// unescaped HTML is the figures, which package report writes with all text escaped.
 var pageTemplate = template.Must(template.New("page.html").ParseFS(templateFiles, "templates/*.html"))
 
 //go:embed templates/status.css
@@ -136,7 +137,7 @@ func (p *Page) view() pageView {
 	v := pageView{
 		Refresh: int(p.cfg.Refresh.Round(time.Second) / time.Second),
 		Now:     now.UTC().Format(time.RFC3339),
-		Style:   template.CSS(synth.HTMLStyle() + pageCSS),
+		Style:   template.CSS(report.HTMLStyle() + pageCSS),
 		Mode:    st.Mode.String(), EngineState: engineState(st.Engine),
 		Admission: admissionRows(st),
 		Engine:    engineView(p.cfg.Engine.Latest(), now),

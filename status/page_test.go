@@ -85,7 +85,7 @@ func outcome() *calibrate.Outcome {
 	tr := calibrate.TierResult{Tier: "short", Shape: synth.Shape{Name: "short", Input: 256, Output: 32}, SLO: sloShort,
 		Reference: 4, Knee: 1, KneeRate: 4, Rule: "the highest sustainable rate"}
 	for _, p := range []struct{ off, thr float64 }{{2, 2}, {4, 3.9}, {8, 4.5}} {
-		tr.Points = append(tr.Points, admission.Point{Offered: p.off, Throughput: p.thr, Completion: p.thr / p.off,
+		tr.Points = append(tr.Points, calibrate.Point{Offered: p.off, Throughput: p.thr, Completion: p.thr / p.off,
 			TTFTp50: time.Duration(p.off) * 5 * ms, TTFTp95: time.Duration(p.off) * 10 * ms, TPOTp95: 5 * ms})
 	}
 	return &calibrate.Outcome{

@@ -117,7 +117,7 @@ func TestAcceptancePrefill(t *testing.T) {
 		input := w.Contexts[i] - w.Output
 		want := modelledTTFT(t, p, input).Seconds()
 		got := pf.TTFT * speed
-		t.Logf("%s: TTFT %.3f s x %d = %.3f s, profile %.3f s (%+.1f%%), %.0f prompt tok/s", contextLabel(pf.Context), pf.TTFT, speed, got, want, 100*(got/want-1), pf.TokPerS/speed)
+		t.Logf("%s: TTFT %.3f s x %d = %.3f s, profile %.3f s (%+.1f%%), %.0f prompt tok/s", ContextLabel(pf.Context), pf.TTFT, speed, got, want, 100*(got/want-1), pf.TokPerS/speed)
 		if pf.Context != w.Contexts[i] || pf.Failure != "" || math.Abs(got-want) > 0.10*want {
 			t.Errorf("prefill %+v: TTFT x speed %.3f s, want %.3f s ± 10%%", pf, got, want)
 		}

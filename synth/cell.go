@@ -142,8 +142,9 @@ func describe(failures map[string]int) string {
 // stops reports whether a cell's state stops the larger cells of its row.
 func (s State) stops() bool { return s == Rejected || s == NotCompleted || s == Failed }
 
-// contextLabel names a context length as the seeds do: 8192 → "8K", 257024 → "251K".
-func contextLabel(n int) string {
+// ContextLabel names a context length as the seeds do, and as a matrix names its rows
+// (Cell.Row): 8192 → "8K", 257024 → "251K".
+func ContextLabel(n int) string {
 	if n%1024 == 0 {
 		return fmt.Sprintf("%dK", n/1024)
 	}

@@ -164,8 +164,8 @@ func TestStates(t *testing.T) {
 
 func TestContextLabel(t *testing.T) {
 	for n, want := range map[int]string{8192: "8K", 131072: "128K", 257024: "251K", 262144: "256K", 1000: "1000", 1500: "1K", 2000: "2K", 64: "64"} {
-		if got := contextLabel(n); got != want {
-			t.Errorf("contextLabel(%d) = %q, want %q", n, got, want)
+		if got := ContextLabel(n); got != want {
+			t.Errorf("ContextLabel(%d) = %q, want %q", n, got, want)
 		}
 	}
 }

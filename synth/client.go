@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 
@@ -245,6 +246,16 @@ func (t *Target) String() string { return fmt.Sprintf("%s (model %s)", t.Redacte
 // Redacted returns the base URL with the password of any user information in it
 // masked: the form in which reports, logs and errors may show it.
 func (t *Target) Redacted() string { return redactURL(t.BaseURL) }
+
+// redactURL hides the password of a URL with user information; other strings come back
+// unchanged.
+func redactURL(s string) string {
+	u, err := url.Parse(s)
+	if err != nil || u.User == nil {
+		return s
+	}
+	return u.Redacted()
+}
 
 // farFuture is a window end that no request reaches.
 var farFuture = time.Unix(1<<40, 0)

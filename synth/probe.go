@@ -10,8 +10,8 @@ import (
 	"github.com/slogate/slogate/wire"
 )
 
-// SchemaVersion names the layout of Report's JSON; it changes when a field changes
-// meaning or goes away.
+// SchemaVersion names the layout of Report's JSON (written and read by package report);
+// it changes when a field changes meaning or goes away.
 const SchemaVersion = "slogate.probe/v1"
 
 // ErrGateFailed reports a run stopped before any load because a check of the functional
@@ -33,15 +33,22 @@ type Report struct {
 	Prefill    []Prefill  `json:"prefill,omitempty"`        // matrix: one request per context
 	Reference  float64    `json:"reference_rate,omitempty"` // scan: requests/s the multiples apply to
 	Cells      []Cell     `json:"cells"`
-	// Knee marks a scan's knee when the caller chose it by its own rule (slogate
-	// calibrate); without it, reports mark the highest rate whose completions kept up.
+	// Knee is a scan's knee as its maker chose it (slogate calibrate, under the tier's
+	// SLO); without it, package report finds a scan's knee by calibrate's rule with no
+	// SLO.
 	Knee *KneeMark `json:"knee,omitempty"`
 }
 
-// KneeMark is a scan's knee as its caller chose it.
+// RedactedTarget returns Target with the password of any user information in it masked
+// (as url.URL.Redacted does), the form in which a written or displayed report shows it;
+// a Target that is not a URL with user information comes back unchanged.
+func (r Report) RedactedTarget() string { return redactURL(r.Target) }
+
+// KneeMark is a scan's knee as its maker chose it: the offered rate of the knee, or
+// none when Rate is not positive (no rate was sustainable), and why.
 type KneeMark struct {
-	Rate float64 `json:"rate"` // offered requests/s
-	Rule string  `json:"rule"` // why this rate
+	Rate float64 `json:"rate"` // offered requests/s; not positive: no knee
+	Rule string  `json:"rule"` // why this rate, or why none
 }
 
 // Prefill is the single-request prefill speed at one context length, measured on the
@@ -164,7 +171,7 @@ func (r *runner) matrix(ctx context.Context) {
 			input = ctxLen
 		}
 		r.rep.Prefill = append(r.rep.Prefill, r.prefill(ctx, ctxLen, input))
-		r.row(ctx, contextLabel(ctxLen), input, r.w.Output)
+		r.row(ctx, ContextLabel(ctxLen), input, r.w.Output)
 	}
 }
 

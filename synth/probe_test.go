@@ -81,3 +81,16 @@ func TestTargetRedacted(t *testing.T) {
 		}
 	}
 }
+
+// A report's target shows with any password masked, and unchanged without one.
+func TestReportRedactedTarget(t *testing.T) {
+	for target, want := range map[string]string{
+		"http://u:pw@h:1/x": "http://u:xxxxx@h:1/x",
+		"http://h:1":        "http://h:1",
+		"not a url\n":       "not a url\n",
+	} {
+		if got := (Report{Target: target}).RedactedTarget(); got != want {
+			t.Errorf("RedactedTarget of %q = %q, want %q", target, got, want)
+		}
+	}
+}

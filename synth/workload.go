@@ -1,6 +1,7 @@
 // Package synth is slogate's synthetic prober: it runs the benchmark matrix (context
 // length × concurrency, workload shapes, arrival-rate scans) against an engine with the
-// measurement rules of shared/seeds, and reports the results as JSON, Markdown and HTML.
+// measurement rules of shared/seeds, and returns the results as a Report (package report
+// writes it as JSON, Markdown and HTML).
 //
 // The prober is a client of the engine: it measures with package measure, exactly as the
 // proxy does, and knows nothing of the proxy or of admission control.

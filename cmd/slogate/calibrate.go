@@ -66,7 +66,7 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	}
 	fmt.Fprintf(stderr, "calibrating %d tiers against %s (%s): typically %s, longer for tiers that sustain few requests a second\n",
 		len(plan.Tiers), t.Redacted(), engineName, plan.Estimate().Round(time.Second))
-	res, err := calibrate.Run(ctx, t, plan, engineName, func(tier string, p admission.Point, done, total int) {
+	res, err := calibrate.Run(ctx, t, plan, engineName, func(tier string, p calibrate.Point, done, total int) {
 		fmt.Fprintf(stderr, "[%d/~%d] %-8s %6.3f req/s offered: %6.3f completed/s, p95 TTFT %s, p95 TPOT %s\n",
 			done, total, tier, p.Offered, p.Throughput, p.TTFTp95.Round(time.Millisecond), p.TPOTp95.Round(time.Millisecond))
 	})

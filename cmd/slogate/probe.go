@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slogate/slogate/exporter"
+	"github.com/slogate/slogate/report"
 	"github.com/slogate/slogate/sidecar"
 	"github.com/slogate/slogate/synth"
 )
@@ -102,7 +103,7 @@ func writeReports(dir string, rep synth.Report) error {
 		return err
 	}
 	for name, write := range map[string]func(io.Writer, synth.Report) error{
-		"report.json": synth.WriteJSON, "report.md": synth.WriteMarkdown, "report.html": synth.WriteHTML,
+		"report.json": report.WriteJSON, "report.md": report.WriteMarkdown, "report.html": report.WriteHTML,
 	} {
 		f, err := os.Create(filepath.Join(dir, name))
 		if err != nil {

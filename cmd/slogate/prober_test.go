@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/slogate/slogate/internal/simtest"
+	"github.com/slogate/slogate/report"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -66,7 +67,7 @@ func TestProbeCommand(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer f.Close()
-	rep, err := synth.ReadJSON(f)
+	rep, err := report.ReadJSON(f)
 	if err != nil || rep.Model != "sim-tiny" || len(rep.Cells) != 2 || !synth.GatePassed(rep.Gate) {
 		t.Errorf("report: err=%v model=%q cells=%d gate=%+v", err, rep.Model, len(rep.Cells), rep.Gate)
 	}

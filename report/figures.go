@@ -1,6 +1,10 @@
-package synth
+package report
 
-import "io"
+import (
+	"io"
+
+	"github.com/slogate/slogate/synth"
+)
 
 // The HTML report's figures on their own, for pages that embed them (the sidecar's
 // status page), so there is one heatmap and one chart writer.
@@ -11,8 +15,8 @@ import "io"
 // cell, then its legend, div#heatmap-legend. It writes nothing for a scan or a report
 // without cells. All text from the report is HTML-escaped; the output goes to w in a
 // single Write and assumes the style sheet HTMLStyle.
-func WriteHeatmap(w io.Writer, r Report) error {
-	if r.Workload.Kind == Scan || len(r.Cells) == 0 {
+func WriteHeatmap(w io.Writer, r synth.Report) error {
+	if r.Workload.Kind == synth.Scan || len(r.Cells) == 0 {
 		return nil
 	}
 	var d htmlDoc
@@ -30,8 +34,8 @@ func WriteHeatmap(w io.Writer, r Report) error {
 // data-multiple and data-rate), as svg#<idPrefix>completion-plot and
 // svg#<idPrefix>ttft-plot, so that several scans can share a page. It writes nothing
 // for a report that is not a scan or has no cells. Text is escaped as by WriteHeatmap.
-func WriteScanCharts(w io.Writer, r Report, idPrefix string) error {
-	if r.Workload.Kind != Scan || len(r.Cells) == 0 {
+func WriteScanCharts(w io.Writer, r synth.Report, idPrefix string) error {
+	if r.Workload.Kind != synth.Scan || len(r.Cells) == 0 {
 		return nil
 	}
 	var d htmlDoc

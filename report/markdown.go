@@ -1,10 +1,12 @@
-package synth
+package report
 
 import (
 	"bytes"
 	"fmt"
 	"io"
 	"strings"
+
+	"github.com/slogate/slogate/synth"
 )
 
 // WriteMarkdown writes r as a Markdown document laid out like the results in
@@ -13,19 +15,19 @@ import (
 // matrix, the shapes matrix, or the rate-scan table with its knee, and last every
 // measurement in one table. Text taken from the report is escaped, so no name, reason or
 // detail can break a table or inject HTML. The document goes to w in a single Write.
-func WriteMarkdown(w io.Writer, r Report) error {
+func WriteMarkdown(w io.Writer, r synth.Report) error {
 	var d mdDoc
 	d.header(r)
 	d.gate(r)
 	switch r.Workload.Kind {
-	case Matrix:
+	case synth.Matrix:
 		d.prefill(r)
 		d.grid(r, "Sustained decode", "Total output tok/s · rows are context length, columns are simultaneous requests.")
-	case Shapes:
+	case synth.Shapes:
 		d.h2("Throughput by shape")
 		d.para("Shapes: " + mdEsc(shapesSummary(r.Workload.Shapes)) + ".")
 		d.grid(r, "", "Total output tok/s · rows are workload shapes, columns are simultaneous requests.")
-	case Scan:
+	case synth.Scan:
 		d.scan(r)
 	}
 	d.measurements(r)
@@ -40,7 +42,7 @@ func (d *mdDoc) h2(title string) { fmt.Fprintf(d, "## %s\n\n", title) }
 
 func (d *mdDoc) para(text string) { fmt.Fprintf(d, "%s\n\n", text) }
 
-func (d *mdDoc) header(r Report) {
+func (d *mdDoc) header(r synth.Report) {
 	fmt.Fprintf(d, "# slogate probe: %s\n\n", mdEsc(orDash(r.Workload.Name)))
 	for _, f := range headerFields(r) {
 		fmt.Fprintf(d, "- **%s:** %s\n", f.key, mdEsc(f.value))
@@ -48,7 +50,7 @@ func (d *mdDoc) header(r Report) {
 	d.WriteString("\n")
 }
 
-func (d *mdDoc) gate(r Report) {
+func (d *mdDoc) gate(r synth.Report) {
 	d.h2("Functional gate")
 	d.para(gateSummary(r))
 	if len(r.Gate) == 0 {
@@ -64,7 +66,7 @@ func (d *mdDoc) gate(r Report) {
 	d.WriteString("\n")
 }
 
-func (d *mdDoc) prefill(r Report) {
+func (d *mdDoc) prefill(r synth.Report) {
 	d.h2("Prefill")
 	if len(r.Prefill) == 0 {
 		d.para("Not measured.")
@@ -75,7 +77,7 @@ func (d *mdDoc) prefill(r Report) {
 }
 
 // grid writes the matrix of a matrix or shapes report and its legend.
-func (d *mdDoc) grid(r Report, title, caption string) {
+func (d *mdDoc) grid(r synth.Report, title, caption string) {
 	if title != "" {
 		d.h2(title)
 	}
@@ -98,7 +100,7 @@ func (d *mdDoc) grid(r Report, title, caption string) {
 	}
 }
 
-func (d *mdDoc) scan(r Report) {
+func (d *mdDoc) scan(r synth.Report) {
 	d.h2("Arrival-rate scan")
 	if len(r.Cells) == 0 {
 		d.para("No offered rate was measured.")
@@ -107,10 +109,11 @@ func (d *mdDoc) scan(r Report) {
 	d.para(fmt.Sprintf("Open-loop arrivals at multiples of %s. Completed / offered is the share of the offered rate that completed.",
 		mdEsc(referenceSummary(r))))
 	d.table(scanTable(r))
-	d.para(kneeSentence(r))
+	_, knee := scanKnee(r)
+	d.para(mdEsc(knee))
 }
 
-func (d *mdDoc) measurements(r Report) {
+func (d *mdDoc) measurements(r synth.Report) {
 	d.h2("All measurements")
 	t := measurementsTable(r)
 	if len(t.rows) == 0 {

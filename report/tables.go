@@ -1,7 +1,9 @@
-package synth
+package report
 
 import (
 	"strconv"
+
+	"github.com/slogate/slogate/synth"
 )
 
 // table is a report table as text: the same cells go into Markdown and HTML.
@@ -18,7 +20,7 @@ type tableRow struct {
 }
 
 // prefillTable lists the single-request prefill speed at each context, as seed 000 does.
-func prefillTable(r Report) table {
+func prefillTable(r synth.Report) table {
 	t := table{
 		head: []string{"Context", "Prompt tok/s", "TTFT (ms)", "Status"},
 		num:  []bool{false, true, true, false},
@@ -29,7 +31,7 @@ func prefillTable(r Report) table {
 			status, class = "Failed: "+p.Failure, "state-failed"
 		}
 		t.rows = append(t.rows, tableRow{
-			cells: []string{contextLabel(p.Context), fmtTokS(p.TokPerS), fmtMS(p.TTFT), status},
+			cells: []string{synth.ContextLabel(p.Context), fmtTokS(p.TokPerS), fmtMS(p.TTFT), status},
 			class: class,
 		})
 	}
@@ -39,9 +41,9 @@ func prefillTable(r Report) table {
 // gridTable is the decode (or shapes) matrix: total output tok/s of each valid cell,
 // the state's label otherwise. A valid figure whose rounds disagreed carries a "†". It
 // also returns the states that occur, and whether any figure carries the "†".
-func gridTable(g grid) (table, map[State]bool, bool) {
+func gridTable(g grid) (table, map[synth.State]bool, bool) {
 	t := table{head: append([]string{g.rowHead}, intStrings(g.cols)...), num: make([]bool, len(g.cols)+1)}
-	present := map[State]bool{}
+	present := map[synth.State]bool{}
 	starred := false
 	for i := range g.cols {
 		t.num[i+1] = true
@@ -54,13 +56,13 @@ func gridTable(g grid) (table, map[State]bool, bool) {
 			case !ok:
 				cells = append(cells, dash)
 				present[notRun] = true
-			case c.State == Valid:
+			case c.State == synth.Valid:
 				s := fmtTokS(c.Throughput)
 				if disagreed(c) {
 					s, starred = s+"†", true
 				}
 				cells = append(cells, s)
-				present[Valid] = true
+				present[synth.Valid] = true
 			default:
 				cells = append(cells, stateLabel(c.State))
 				present[c.State] = true
@@ -76,12 +78,12 @@ const starMeaning = "the rounds disagreed by more than the workload's agreement;
 
 // scanTable lists a scan's offered rates, as seed 003 does: what was offered, what
 // completed, and the latencies. The knee's row is marked.
-func scanTable(r Report) table {
+func scanTable(r synth.Report) table {
 	t := table{
 		head: []string{"Multiple", "Offered req/s", "Completed req/s", "Completed / offered", "TTFT p95 (ms)", "TPOT p95 (ms)", "Output tok/s", "Success", "Status"},
 		num:  []bool{true, true, true, true, true, true, true, true, false},
 	}
-	knee := scanKnee(r)
+	knee, _ := scanKnee(r)
 	for i, c := range r.Cells {
 		row := tableRow{class: "state-" + stateClass(c.State)}
 		status := stateLabel(c.State)
@@ -90,7 +92,7 @@ func scanTable(r Report) table {
 			row.class += " knee"
 		}
 		kept, done := dash, dash
-		if c.State == Valid {
+		if c.State == synth.Valid {
 			done = fmtReqS(c.CompletionRate)
 			if c.Rate > 0 {
 				kept = fmtPct(c.CompletionRate / c.Rate)
@@ -106,8 +108,8 @@ func scanTable(r Report) table {
 
 // validOnly returns figures for a valid cell, and dashes for any other: the figures of
 // a looped or failed cell were discarded.
-func validOnly(c Cell, figures ...string) []string {
-	if c.State != Valid {
+func validOnly(c synth.Cell, figures ...string) []string {
+	if c.State != synth.Valid {
 		for i := range figures {
 			figures[i] = dash
 		}
@@ -116,7 +118,7 @@ func validOnly(c Cell, figures ...string) []string {
 }
 
 // successRate is a cell's success rate over the requests that were judged (not cut).
-func successRate(c Cell) string {
+func successRate(c synth.Cell) string {
 	judged := 0
 	for _, r := range c.Rounds {
 		judged += r.Sent - r.Cut
@@ -129,8 +131,8 @@ func successRate(c Cell) string {
 
 // roundsAgreed says whether a valid cell's rounds agreed: "✓ 2.1%" or "✗ 8.4%" with
 // the spread of their throughput; "—" with fewer than two valid rounds.
-func roundsAgreed(c Cell) string {
-	if c.State != Valid || validRounds(c) < 2 {
+func roundsAgreed(c synth.Cell) string {
+	if c.State != synth.Valid || validRounds(c) < 2 {
 		return dash
 	}
 	if c.Agreed {
@@ -141,10 +143,10 @@ func roundsAgreed(c Cell) string {
 
 // measurementsTable has one row per measurement, with the columns of seed 000's "All
 // measurements": a matrix's prefill rows first, then every cell in the order it ran.
-func measurementsTable(r Report) table {
+func measurementsTable(r synth.Report) table {
 	kind := r.Workload.Kind
 	load := "Requests at once"
-	if kind == Scan {
+	if kind == synth.Scan {
 		load = "Offered rate"
 	}
 	t := table{
@@ -152,7 +154,7 @@ func measurementsTable(r Report) table {
 			"TPOT p95 (ms)", "ITL p50 (ms)", "Avg active", "Completed", "Output tokens", "Success", "Rounds agreed", "Detail"},
 		num: []bool{false, true, false, true, true, true, true, true, true, true, true, true, true, false, false},
 	}
-	if kind == Matrix {
+	if kind == synth.Matrix {
 		t.head = append([]string{"Phase"}, t.head...)
 		t.num = append([]bool{false}, t.num...)
 		for _, p := range r.Prefill {
@@ -161,7 +163,7 @@ func measurementsTable(r Report) table {
 	}
 	for _, c := range r.Cells {
 		row := cellMeasurement(c, kind)
-		if kind == Matrix {
+		if kind == synth.Matrix {
 			row.cells = append([]string{"Sustained decode"}, row.cells...)
 		}
 		t.rows = append(t.rows, row)
@@ -171,20 +173,20 @@ func measurementsTable(r Report) table {
 
 // prefillMeasurement is a prefill as a measurement row: one request, whose prompt tok/s
 // stand in the throughput column and whose TTFT is the p50.
-func prefillMeasurement(p Prefill) tableRow {
+func prefillMeasurement(p synth.Prefill) tableRow {
 	status, class, done, detail := "Valid", "state-valid", "1", "prompt tok/s of one request"
 	if p.Failure != "" {
 		status, class, done, detail = "Failed", "state-failed", "0", p.Failure
 	}
-	cells := []string{"Prefill", contextLabel(p.Context), "1", status, fmtTokS(p.TokPerS), dash, fmtMS(p.TTFT), dash,
+	cells := []string{"Prefill", synth.ContextLabel(p.Context), "1", status, fmtTokS(p.TokPerS), dash, fmtMS(p.TTFT), dash,
 		dash, dash, dash, done, dash, dash, dash, detail}
 	return tableRow{cells: cells, class: class}
 }
 
 // cellMeasurement is one cell's row of measurementsTable (without the phase).
-func cellMeasurement(c Cell, kind Kind) tableRow {
+func cellMeasurement(c synth.Cell, kind synth.Kind) tableRow {
 	load := strconv.Itoa(c.Concurrency)
-	if kind == Scan {
+	if kind == synth.Scan {
 		load = fmtMultiple(c.Multiple) + " · " + fmtReqS(c.Rate) + " req/s"
 	}
 	cells := []string{c.Row, load, stateLabel(c.State)}

@@ -1,12 +1,16 @@
-package admission
+package calibrate
 
 import (
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/synth"
 )
 
-var kneeSLO = SLO{TTFT: Duration(5 * time.Second), TPOT: Duration(100 * time.Millisecond)}
+var kneeSLO = admission.SLO{TTFT: admission.Duration(5 * time.Second), TPOT: admission.Duration(100 * time.Millisecond)}
 
 // pt is a point that meets kneeSLO unless changed: throughput equal to the offered rate.
 func pt(offered, throughput float64) Point {
@@ -40,9 +44,9 @@ func TestSustainable(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			ok, reason := Sustainable(tc.p, tc.base, kneeSLO)
+			ok, reason := sustainable(tc.p, tc.base, kneeSLO)
 			if ok != tc.ok || !strings.Contains(reason, tc.reason) || (tc.ok && reason != "") {
-				t.Errorf("Sustainable = %v %q, want %v %q", ok, reason, tc.ok, tc.reason)
+				t.Errorf("sustainable = %v %q, want %v %q", ok, reason, tc.ok, tc.reason)
 			}
 		})
 	}
@@ -70,9 +74,45 @@ func TestKnee(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got, rule := Knee(tc.points, kneeSLO)
+			got, rule := kneeOf(tc.points, kneeSLO)
 			if got != tc.want || !strings.Contains(rule, tc.rule) {
-				t.Errorf("Knee = %d %q, want %d %q", got, rule, tc.want, tc.rule)
+				t.Errorf("kneeOf = %d %q, want %d %q", got, rule, tc.want, tc.rule)
+			}
+		})
+	}
+}
+
+// TestScanKnee: the knee of a calibration's own report cells, under the tier's SLO, is
+// the knee the calibration chose, whatever the cells' order; only valid cells enter.
+func TestScanKnee(t *testing.T) {
+	over := pt(1.65, 1.2)
+	over.TTFTp95 = 27 * time.Second
+	tr := TierResult{Tier: "t", Shape: synth.Shape{Name: "t", Input: 8192, Output: 128}, SLO: kneeSLO, Reference: 1.5,
+		Points: []Point{pt(0.6, 0.6), pt(1.2, 1.1), over}}
+	tr.Knee, tr.Rule = kneeOf(tr.Points, kneeSLO)
+	cells := Result{Tiers: []TierResult{tr}}.Reports()[0].Cells
+	reversed := slices.Clone(cells)
+	slices.Reverse(reversed)
+	failed := slices.Clone(cells)
+	failed[2].State = synth.Failed
+	none := slices.Clone(failed)
+	none[0].State, none[1].State = synth.NotCompleted, synth.LoopedState
+	cases := []struct {
+		name  string
+		cells []synth.Cell
+		want  int
+		rule  string
+	}{
+		{"the calibration's cells", cells, tr.Knee, tr.Rule},
+		{"in reverse order", reversed, 1, tr.Rule},
+		{"an invalid cell does not enter", failed, 1, "1.2 req/s, the highest rate measured, was sustainable"},
+		{"no valid cell", none, -1, "no measured rate was sustainable"},
+		{"none", nil, -1, "no measured rate was sustainable"},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			if got, rule := ScanKnee(tc.cells, kneeSLO); got != tc.want || rule != tc.rule {
+				t.Errorf("ScanKnee = %d %q, want %d %q", got, rule, tc.want, tc.rule)
 			}
 		})
 	}
@@ -81,8 +121,8 @@ func TestKnee(t *testing.T) {
 func TestKneedle(t *testing.T) {
 	// Throughput grows with the offered rate up to 1.0 and then stays flat.
 	curve := []Point{pt(2, 1.02), pt(0.25, 0.25), pt(0.5, 0.5), pt(1, 1), pt(0.75, 0.75), pt(1.5, 1.01)}
-	if k, ok := Kneedle(curve); !ok || k != 1 {
-		t.Errorf("Kneedle = %v %v, want 1 true", k, ok)
+	if k, ok := kneedle(curve); !ok || k != 1 {
+		t.Errorf("kneedle = %v %v, want 1 true", k, ok)
 	}
 	cases := []struct {
 		name   string
@@ -94,8 +134,8 @@ func TestKneedle(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			if k, ok := Kneedle(tc.points); ok {
-				t.Errorf("Kneedle = %v true, want no knee", k)
+			if k, ok := kneedle(tc.points); ok {
+				t.Errorf("kneedle = %v true, want no knee", k)
 			}
 		})
 	}
@@ -105,25 +145,25 @@ func TestDeriveLimits(t *testing.T) {
 	cases := []struct {
 		name string
 		knee Point
-		want TierConfig
+		want admission.TierConfig
 	}{
 		{
 			// 0.9 λ* = 1.08 up to 1.5 λ* = 1.8, burst 1.08 × 5 s; twice Little: 2 × 1.2 × 8 s =
 			// 19.2 → 20; wait 5 s − 1 s; queue 1.08 × 4.
 			"seed 003 knee", pt(1.2, 1.2),
-			TierConfig{Rate: 1.08, MaxRate: 1.8, Burst: 6, MaxInFlight: 20, MinInFlight: 1, MaxQueue: 5, MaxQueueWait: Duration(4 * time.Second), SLO: kneeSLO},
+			admission.TierConfig{Rate: 1.08, MaxRate: 1.8, Burst: 6, MaxInFlight: 20, MinInFlight: 1, MaxQueue: 5, MaxQueueWait: admission.Duration(4 * time.Second), SLO: kneeSLO},
 		},
 		{
 			// The engine's own TTFT exceeds the SLO: the wait keeps its 100 ms floor.
 			"no room to queue", Point{Offered: 0.05, TTFTp50: 6 * time.Second, MeanE2E: time.Second},
-			TierConfig{Rate: 0.045, MaxRate: 0.075, Burst: 1, MaxInFlight: 1, MinInFlight: 1, MaxQueue: 1, MaxQueueWait: Duration(100 * time.Millisecond), SLO: kneeSLO},
+			admission.TierConfig{Rate: 0.045, MaxRate: 0.075, Burst: 1, MaxInFlight: 1, MinInFlight: 1, MaxQueue: 1, MaxQueueWait: admission.Duration(100 * time.Millisecond), SLO: kneeSLO},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := DeriveLimits(tc.knee, kneeSLO)
+			got := deriveLimits(tc.knee, kneeSLO)
 			if got != tc.want {
-				t.Errorf("DeriveLimits =\n %+v, want\n %+v", got, tc.want)
+				t.Errorf("deriveLimits =\n %+v, want\n %+v", got, tc.want)
 			}
 		})
 	}

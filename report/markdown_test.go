@@ -1,9 +1,11 @@
-package synth
+package report
 
 import (
 	"bytes"
 	"strings"
 	"testing"
+
+	"github.com/slogate/slogate/synth"
 )
 
 func TestMarkdownGolden(t *testing.T) {
@@ -13,19 +15,19 @@ func TestMarkdownGolden(t *testing.T) {
 			if err := WriteMarkdown(&buf, rep); err != nil {
 				t.Fatal(err)
 			}
-			golden(t, "report_"+name+".md", buf.Bytes())
+			golden(t, name+".md", buf.Bytes())
 		})
 	}
 }
 
 // hostileReport carries names and details that would break Markdown tables or inject
 // HTML if they were not escaped.
-func hostileReport() Report {
+func hostileReport() synth.Report {
 	r := shapesReport()
 	const row = "<script>alert(1)</script> a|b"
-	r.Workload.Shapes = append(r.Workload.Shapes, Shape{Name: row, Input: 10, Output: 10})
+	r.Workload.Shapes = append(r.Workload.Shapes, synth.Shape{Name: row, Input: 10, Output: 10})
 	r.Model = "<b>model</b> & `tick` [link](http://x)"
-	r.Gate[1] = Check{Name: "arithmetic", Verdict: Fail, Reason: "answered \"41 | <i>\"\nwant 42"}
+	r.Gate[1] = synth.Check{Name: "arithmetic", Verdict: synth.Fail, Reason: "answered \"41 | <i>\"\nwant 42"}
 	c := validCell(row, 10, 10, 1, 12.5, 20, 1, 0, 0.06)
 	c.Detail = "line one\nline | two <img src=x>"
 	r.Cells = append(r.Cells, c)
@@ -104,6 +106,16 @@ func TestMarkdownEscapesReportText(t *testing.T) {
 			t.Errorf("no %q in the Markdown", want)
 		}
 	}
+	// The rule of a knee the report carries is the report's text too.
+	scan := scanReport()
+	scan.Knee = &synth.KneeMark{Rate: 1.4, Rule: "<img src=x> & [link] `tick`"}
+	buf.Reset()
+	if err := WriteMarkdown(&buf, scan); err != nil {
+		t.Fatal(err)
+	}
+	if want := "Knee: \\<img src=x> \\& \\[link\\] \\`tick\\`."; !strings.Contains(buf.String(), want) {
+		t.Errorf("no %q in the Markdown:\n%s", want, buf.String())
+	}
 }
 
 // unescaped returns the index of the first s in doc that no backslash escapes, or -1.
@@ -123,7 +135,7 @@ func unescaped(doc, s string) int {
 func TestMarkdownSections(t *testing.T) {
 	tests := []struct {
 		name string
-		rep  Report
+		rep  synth.Report
 		want []string
 		not  []string
 	}{
@@ -134,14 +146,20 @@ func TestMarkdownSections(t *testing.T) {
 			[]string{"## Prefill", "- **Looped**"}},
 		{"scan", scanReport(), []string{"## Arrival-rate scan", "Knee: 0.8×", "Valid · knee", "| 1.1× | 1.92 | 1.66 | 86.4% |"},
 			[]string{"## Sustained decode", "## Prefill"}},
-		{"gate failed", Report{Workload: Presets["shapes"], Gate: []Check{{Name: "model_id", Verdict: Fail, Reason: "model \"x\" not served"}}},
+		{"gate failed", synth.Report{Workload: synth.Presets["shapes"], Gate: []synth.Check{{Name: "model_id", Verdict: synth.Fail, Reason: "model \"x\" not served"}}},
 			[]string{"Failed: 1 of 1 checks failed. No load was sent.", "- ✗ **model_id**: fail — model \"x\" not served", "No cells were measured."}, nil},
-		{"empty", Report{}, []string{"# slogate probe: —", "Not run.", "## All measurements", "None."}, nil},
-		{"scan without knee", func() Report {
+		{"empty", synth.Report{}, []string{"# slogate probe: —", "Not run.", "## All measurements", "None."}, nil},
+		{"scan without knee", func() synth.Report {
 			r := scanReport()
 			r.Cells = r.Cells[2:]
+			r.Cells[0].SuccessRate = 0.9 // a tenth of the requests lost at the lowest rate
 			return r
-		}(), []string{"No knee: at no offered rate"}, []string{"· knee"}},
+		}(), []string{"No knee: at the lowest rate, 1.92 req/s, 90% of the offered requests completed."}, []string{"· knee"}},
+		{"knee as the report carries it", func() synth.Report {
+			r := scanReport()
+			r.Knee = &synth.KneeMark{Rate: 0.87, Rule: "0.87 req/s is the highest sustainable rate; at 1.4 req/s p95 TTFT 3.55s over the SLO 2s"}
+			return r
+		}(), []string{"Knee: 0.87 req/s is the highest sustainable rate; at 1.4 req/s p95 TTFT 3.55s over the SLO 2s.", "| 0.5× | 0.875 | 0.874 | 99.9% | 1,120 | 21.2 | 112 | 100% | Valid · knee |"}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

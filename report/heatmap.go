@@ -1,9 +1,11 @@
-package synth
+package report
 
 import (
 	"fmt"
 	"math"
 	"strings"
+
+	"github.com/slogate/slogate/synth"
 )
 
 // The heatmap of the HTML report: rows × concurrencies as an inline SVG grid. A valid
@@ -51,17 +53,17 @@ func rampCSS() string {
 // colour, and the colour of its label.
 type stateStyle struct{ fill, hatch, ink string }
 
-var stateStyles = map[State]stateStyle{
-	LoopedState:  {"#f6e7c1", "#dcc07e", "#5c4708"},
-	OverCapacity: {"#e6e8ec", "#c5cad3", "#3f4656"},
-	Rejected:     {"#f7d7d7", "#dca0a0", "#7a1f1f"},
-	NotCompleted: {"#ecdff3", "#c7aad6", "#4f2a63"},
-	Failed:       {"#efc0c0", "", "#7a1f1f"},
-	Skipped:      {"#f3f4f6", "", "#5b6476"},
-	notRun:       {"#ffffff", "", "#9aa3b2"},
+var stateStyles = map[synth.State]stateStyle{
+	synth.LoopedState:  {"#f6e7c1", "#dcc07e", "#5c4708"},
+	synth.OverCapacity: {"#e6e8ec", "#c5cad3", "#3f4656"},
+	synth.Rejected:     {"#f7d7d7", "#dca0a0", "#7a1f1f"},
+	synth.NotCompleted: {"#ecdff3", "#c7aad6", "#4f2a63"},
+	synth.Failed:       {"#efc0c0", "", "#7a1f1f"},
+	synth.Skipped:      {"#f3f4f6", "", "#5b6476"},
+	notRun:             {"#ffffff", "", "#9aa3b2"},
 }
 
-func styleOf(s State) stateStyle {
+func styleOf(s synth.State) stateStyle {
 	if st, ok := stateStyles[s]; ok {
 		return st
 	}
@@ -69,7 +71,7 @@ func styleOf(s State) stateStyle {
 }
 
 // svgFill is the state's SVG fill: a colour, or the hatch pattern of hatchPatterns.
-func (st stateStyle) svgFill(s State) string {
+func (st stateStyle) svgFill(s synth.State) string {
 	if st.hatch != "" {
 		return "url(#hatch-" + stateClass(s) + ")"
 	}
@@ -110,14 +112,14 @@ func (d *htmlDoc) heatmap(g grid) {
 
 // heatCell writes one position of the heatmap: rect.cell for a report cell, rect.gap
 // where the run ended before it.
-func (d *htmlDoc) heatCell(x, y int, at gridKey, c Cell, ok bool, maxV float64) {
+func (d *htmlDoc) heatCell(x, y int, at gridKey, c synth.Cell, ok bool, maxV float64) {
 	class, state := "cell", c.State
 	if !ok {
 		class, state = "gap", notRun
 	}
 	var fill, ink, text, tip string
 	switch {
-	case state == Valid:
+	case state == synth.Valid:
 		t := 1.0
 		if maxV > 0 {
 			t = c.Throughput / maxV
@@ -150,7 +152,7 @@ func (d *htmlDoc) heatCell(x, y int, at gridKey, c Cell, ok bool, maxV float64) 
 func maxThroughput(g grid) float64 {
 	m := 0.0
 	for _, c := range g.cells {
-		if c.State == Valid && !math.IsInf(c.Throughput, 0) {
+		if c.State == synth.Valid && !math.IsInf(c.Throughput, 0) {
 			m = max(m, c.Throughput)
 		}
 	}
@@ -160,7 +162,7 @@ func maxThroughput(g grid) float64 {
 // hatchPatterns defines the hatch fills of the states that have one.
 func (d *htmlDoc) hatchPatterns() {
 	d.linef(`<defs>`)
-	for _, s := range States() {
+	for _, s := range synth.States() {
 		st := styleOf(s)
 		if st.hatch == "" {
 			continue
@@ -176,7 +178,7 @@ func (d *htmlDoc) hatchPatterns() {
 func (d *htmlDoc) heatLegend(g grid) {
 	_, present, starred := gridTable(g)
 	d.linef(`<div id="heatmap-legend" class="legend">`)
-	if present[Valid] {
+	if present[synth.Valid] {
 		d.linef(`<div><span>0</span><span class="ramp" style="background:%s"></span><span>%s tok/s</span><span class="note">valid cells: total output tok/s, darker is faster</span></div>`,
 			rampCSS(), fmtTokS(maxThroughput(g)))
 	}

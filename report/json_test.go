@@ -1,4 +1,4 @@
-package synth
+package report
 
 import (
 	"bytes"
@@ -8,10 +8,12 @@ import (
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/slogate/slogate/synth"
 )
 
-func reportFixtures() map[string]Report {
-	return map[string]Report{"matrix": matrixReport(), "shapes": shapesReport(), "scan": scanReport()}
+func reportFixtures() map[string]synth.Report {
+	return map[string]synth.Report{"matrix": matrixReport(), "shapes": shapesReport(), "scan": scanReport()}
 }
 
 func TestReportJSONRoundTrip(t *testing.T) {
@@ -40,7 +42,7 @@ func TestWriteJSONSchemaAndLayout(t *testing.T) {
 		t.Fatal(err)
 	}
 	out := buf.String()
-	if !strings.HasPrefix(out, "{\n  \"schema\": \""+SchemaVersion+"\",\n") {
+	if !strings.HasPrefix(out, "{\n  \"schema\": \""+synth.SchemaVersion+"\",\n") {
 		t.Errorf("the document does not open with an indented schema field:\n%.200s", out)
 	}
 	var raw map[string]any
@@ -88,13 +90,13 @@ func TestReadJSONRejects(t *testing.T) {
 		schema  bool     // the error wraps ErrUnknownSchema
 		mention []string // the error message names these
 	}{
-		{"older version", `{"schema":"slogate.probe/v0","cells":[]}`, true, []string{`"slogate.probe/v0"`, SchemaVersion}},
-		{"newer version", `{"schema":"slogate.probe/v2","cells":{"changed":true}}`, true, []string{`"slogate.probe/v2"`, SchemaVersion}},
-		{"no schema", `{"cells":[]}`, true, []string{"no \"schema\" field", SchemaVersion}},
+		{"older version", `{"schema":"slogate.probe/v0","cells":[]}`, true, []string{`"slogate.probe/v0"`, synth.SchemaVersion}},
+		{"newer version", `{"schema":"slogate.probe/v2","cells":{"changed":true}}`, true, []string{`"slogate.probe/v2"`, synth.SchemaVersion}},
+		{"no schema", `{"cells":[]}`, true, []string{"no \"schema\" field", synth.SchemaVersion}},
 		{"empty schema", `{"schema":""}`, true, []string{`""`}},
 		{"not json", `<html>`, false, []string{"not JSON"}},
 		{"schema not a string", `{"schema":1}`, false, []string{"not JSON"}},
-		{"wrong field type", `{"schema":"` + SchemaVersion + `","cells":"none"}`, false, []string{"decoding"}},
+		{"wrong field type", `{"schema":"` + synth.SchemaVersion + `","cells":"none"}`, false, []string{"decoding"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -115,12 +117,12 @@ func TestReadJSONRejects(t *testing.T) {
 }
 
 func TestReadJSONIgnoresUnknownFields(t *testing.T) {
-	doc := `{"schema":"` + SchemaVersion + `","model":"m","added_later":{"x":1},"cells":[{"row":"8K","state":"valid","new_figure":3}]}`
+	doc := `{"schema":"` + synth.SchemaVersion + `","model":"m","added_later":{"x":1},"cells":[{"row":"8K","state":"valid","new_figure":3}]}`
 	rep, err := ReadJSON(strings.NewReader(doc))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if rep.Model != "m" || len(rep.Cells) != 1 || rep.Cells[0].State != Valid {
+	if rep.Model != "m" || len(rep.Cells) != 1 || rep.Cells[0].State != synth.Valid {
 		t.Errorf("decoded %+v", rep)
 	}
 }

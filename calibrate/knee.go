@@ -1,4 +1,4 @@
-package admission
+package calibrate
 
 import (
 	"cmp"
@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/slogate/slogate/admission"
 )
 
 // Limits from measured inflection points. An engine offered more than it can serve keeps
@@ -36,12 +38,12 @@ const (
 	minStep = 1.25
 )
 
-// Sustainable reports whether the engine kept up at p, given a lower sustainable point
+// sustainable reports whether the engine kept up at p, given a lower sustainable point
 // base (nil for none): p95 TTFT and p95 TPOT within the SLO, at least 95% of the
 // offered requests completed, and throughput still growing with the offered rate — a
 // marginal efficiency (ΔX/X)/(Δλ/λ) from base of at least 0.7. It returns the reason
 // when not.
-func Sustainable(p Point, base *Point, slo SLO) (bool, string) {
+func sustainable(p Point, base *Point, slo admission.SLO) (bool, string) {
 	switch {
 	case slo.TTFT > 0 && p.TTFTp95 > time.Duration(slo.TTFT):
 		return false, fmt.Sprintf("p95 TTFT %s over the SLO %s", p.TTFTp95.Round(time.Millisecond), time.Duration(slo.TTFT))
@@ -64,15 +66,15 @@ func efficiency(p Point, base *Point) (float64, bool) {
 	return ((p.Throughput - base.Throughput) / base.Throughput) / ((p.Offered - base.Offered) / base.Offered), true
 }
 
-// Knee returns the index of the knee among points (by increasing offered rate): the
+// kneeOf returns the index of the knee among points (by increasing offered rate): the
 // highest sustainable rate below the first unsustainable one, and the rule that chose
 // it; -1 when even the lowest rate was not sustainable. Each point's marginal efficiency
 // is measured from the highest sustainable point at least a quarter lower in offered
 // rate, or from the lowest sustainable point when none is that far below.
-func Knee(points []Point, slo SLO) (int, string) {
+func kneeOf(points []Point, slo admission.SLO) (int, string) {
 	best, why := -1, "no measured rate was sustainable"
 	for i := range points {
-		ok, reason := Sustainable(points[i], baseFor(points, best, i), slo)
+		ok, reason := sustainable(points[i], baseFor(points, best, i), slo)
 		if !ok {
 			if best >= 0 {
 				why = fmt.Sprintf("%.3g req/s is the highest sustainable rate; at %.3g req/s %s", points[best].Offered, points[i].Offered, reason)
@@ -101,11 +103,11 @@ func baseFor(points []Point, best, i int) *Point {
 	return &points[0]
 }
 
-// Kneedle returns the offered rate at the knee of the throughput curve by the Kneedle
+// kneedle returns the offered rate at the knee of the throughput curve by the Kneedle
 // method (Satopää et al., 2011): normalise both axes to [0,1] and take the point
 // farthest above the line from the first point to the last. It needs at least five
 // points, and reports false with fewer or with a flat curve.
-func Kneedle(points []Point) (float64, bool) {
+func kneedle(points []Point) (float64, bool) {
 	if len(points) < 5 {
 		return 0, false
 	}
@@ -130,7 +132,7 @@ func Kneedle(points []Point) (float64, bool) {
 	return ps[at].Offered, best > 0
 }
 
-// DeriveLimits returns a tier's limits from its knee point k:
+// deriveLimits returns a tier's limits from its knee point k:
 //
 //   - a token bucket at 0.9 λ*, which the SLO feedback may raise to MaxRate = 1.5 λ*
 //     while the SLOs hold: λ* is measured with unshaped Poisson arrivals, and the
@@ -144,15 +146,15 @@ func Kneedle(points []Point) (float64, bool) {
 //   - a queue wait of the TTFT SLO minus the typical (median) TTFT at λ*, the time the
 //     engine itself needs for the first token, at least 100 ms; and a queue of rate ×
 //     wait requests, at least 1.
-func DeriveLimits(k Point, slo SLO) TierConfig {
+func deriveLimits(k Point, slo admission.SLO) admission.TierConfig {
 	rate := 0.9 * k.Offered
 	inFlight := max(int(math.Ceil(2*k.Offered*k.MeanE2E.Seconds())), 1)
 	wait := max(time.Duration(slo.TTFT)-k.TTFTp50, 100*time.Millisecond)
-	return TierConfig{
+	return admission.TierConfig{
 		Rate: round3(rate), MaxRate: round3(1.5 * k.Offered),
 		Burst:       max(int(math.Ceil(rate*time.Duration(slo.TTFT).Seconds())), 1),
 		MaxInFlight: inFlight, MinInFlight: 1,
-		MaxQueue: max(int(math.Ceil(rate*wait.Seconds())), 1), MaxQueueWait: Duration(wait.Round(time.Millisecond)),
+		MaxQueue: max(int(math.Ceil(rate*wait.Seconds())), 1), MaxQueueWait: admission.Duration(wait.Round(time.Millisecond)),
 		SLO: slo,
 	}
 }

@@ -1,4 +1,4 @@
-package synth
+package report
 
 import (
 	"math"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/slogate/slogate/synth"
 )
 
 // Number and label formats shared by the Markdown and HTML reports. Figures follow the
@@ -16,20 +18,20 @@ const dash = "—"
 
 // notRun marks a grid position with no cell in the report: the run ended before it.
 // It never appears in a Report.
-const notRun State = "not_run"
+const notRun synth.State = "not_run"
 
 // stateLabel is a state's name in reports, as the seeds print it.
-func stateLabel(s State) string {
+func stateLabel(s synth.State) string {
 	switch s {
-	case Valid:
+	case synth.Valid:
 		return "Valid"
-	case LoopedState:
+	case synth.LoopedState:
 		return "Looped"
-	case OverCapacity:
+	case synth.OverCapacity:
 		return "Over capacity"
-	case Failed:
+	case synth.Failed:
 		return "Failed"
-	case Skipped:
+	case synth.Skipped:
 		return "Skipped"
 	case notRun:
 		return dash
@@ -38,23 +40,23 @@ func stateLabel(s State) string {
 }
 
 // stateMeanings explains each state in the legends.
-var stateMeanings = map[State]string{
-	Valid:        "measured; the figure is the median over the rounds without failures",
-	LoopedState:  "the model kept repeating the same text, so the measurement was discarded",
-	OverCapacity: "not run because this many requests of this size would exceed the server's KV cache",
-	Rejected:     "the server refused every request",
-	NotCompleted: "no request finished inside the window",
-	Failed:       "requests failed in every round (the detail column says how)",
-	Skipped:      "not run because a smaller concurrency of the same row failed (staged protection)",
-	notRun:       "not measured: the run ended before this cell",
+var stateMeanings = map[synth.State]string{
+	synth.Valid:        "measured; the figure is the median over the rounds without failures",
+	synth.LoopedState:  "the model kept repeating the same text, so the measurement was discarded",
+	synth.OverCapacity: "not run because this many requests of this size would exceed the server's KV cache",
+	synth.Rejected:     "the server refused every request",
+	synth.NotCompleted: "no request finished inside the window",
+	synth.Failed:       "requests failed in every round (the detail column says how)",
+	synth.Skipped:      "not run because a smaller concurrency of the same row failed (staged protection)",
+	notRun:             "not measured: the run ended before this cell",
 }
 
 // legendStates returns, in a fixed order, the states other than Valid that occur in
 // states.
-func legendStates(present map[State]bool) []State {
-	var out []State
-	for _, s := range append(States(), notRun) {
-		if s != Valid && present[s] {
+func legendStates(present map[synth.State]bool) []synth.State {
+	var out []synth.State
+	for _, s := range append(synth.States(), notRun) {
+		if s != synth.Valid && present[s] {
 			out = append(out, s)
 		}
 	}

@@ -1,19 +1,22 @@
-package synth
+package report
 
 import (
 	"bytes"
 	"encoding/xml"
 	"errors"
 	"io"
+	"math"
 	"regexp"
 	"strconv"
 	"strings"
 	"testing"
 
 	"golang.org/x/net/html"
+
+	"github.com/slogate/slogate/synth"
 )
 
-func writeHTML(t *testing.T, r Report) (string, *html.Node) {
+func writeHTML(t *testing.T, r synth.Report) (string, *html.Node) {
 	t.Helper()
 	var buf bytes.Buffer
 	if err := WriteHTML(&buf, r); err != nil {
@@ -73,18 +76,18 @@ func elem(tag, class string) func(*html.Node) bool {
 
 func TestHTMLGolden(t *testing.T) {
 	out, _ := writeHTML(t, matrixReport())
-	golden(t, "report_matrix.html", []byte(out))
+	golden(t, "matrix.html", []byte(out))
 }
 
 func TestHTMLHeatmapHasOneCellPerReportCell(t *testing.T) {
-	for name, rep := range map[string]Report{"matrix": matrixReport(), "shapes": shapesReport()} {
+	for name, rep := range map[string]synth.Report{"matrix": matrixReport(), "shapes": shapesReport()} {
 		t.Run(name, func(t *testing.T) {
 			_, doc := writeHTML(t, rep)
 			heat := byID(doc, "heatmap")
 			if heat == nil || heat.Data != "svg" {
 				t.Fatal("no svg#heatmap")
 			}
-			want := map[string]State{}
+			want := map[string]synth.State{}
 			for _, c := range rep.Cells {
 				want[c.Row+" × "+strconv.Itoa(c.Concurrency)] = c.State
 			}
@@ -134,7 +137,7 @@ func TestHTMLPlots(t *testing.T) {
 	_, doc := writeHTML(t, rep)
 	valid := 0
 	for _, c := range rep.Cells {
-		if c.State == Valid {
+		if c.State == synth.Valid {
 			valid++
 		}
 	}
@@ -275,18 +278,21 @@ func TestHTMLSVGIsWellFormedXML(t *testing.T) {
 func TestHTMLDegenerateReports(t *testing.T) {
 	noKnee := scanReport()
 	for i := range noKnee.Cells {
-		noKnee.Cells[i].State, noKnee.Cells[i].Detail = Failed, "3 transport"
+		noKnee.Cells[i].State, noKnee.Cells[i].Detail = synth.Failed, "3 transport"
 	}
-	gateFailed := Report{Workload: Presets["context-matrix"], Gate: []Check{{Name: "model_id", Verdict: Fail, Reason: "not served"}}}
-	oneCell := Report{Workload: Workload{Name: "one", Kind: Shapes, Concurrency: []int{8}},
-		Cells: []Cell{validCell("S", 100, 10, 8, 500, 50, 1, 0, 0.06)}}
+	beyond := scanReport() // figures no measurement gives, as a hand-edited file may hold
+	beyond.Cells[0].Rate, beyond.Cells[1].CompletionRate, beyond.Cells[2].TTFTp95 = math.Inf(1), math.NaN(), 1e306
+	gateFailed := synth.Report{Workload: synth.Presets["context-matrix"], Gate: []synth.Check{{Name: "model_id", Verdict: synth.Fail, Reason: "not served"}}}
+	oneCell := synth.Report{Workload: synth.Workload{Name: "one", Kind: synth.Shapes, Concurrency: []int{8}},
+		Cells: []synth.Cell{validCell("S", 100, 10, 8, 500, 50, 1, 0, 0.06)}}
 	tests := map[string]struct {
-		rep  Report
+		rep  synth.Report
 		want []string
 	}{
-		"empty":       {Report{}, []string{"Not run."}},
+		"empty":       {synth.Report{}, []string{"Not run."}},
 		"gate failed": {gateFailed, []string{"Failed: 1 of 1 checks failed.", "No cells were measured."}},
 		"no knee":     {noKnee, []string{"No knee", "No valid offered rate to plot."}},
+		"beyond":      {beyond, []string{`id="completion-plot"`, `id="ttft-plot"`}},
 		"one cell":    {oneCell, []string{`id="heatmap"`, `data-state="valid"`}},
 	}
 	for name, tt := range tests {

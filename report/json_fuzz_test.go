@@ -1,4 +1,4 @@
-package synth
+package report
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"io"
 	"strings"
 	"testing"
+
+	"github.com/slogate/slogate/synth"
 )
 
 // FuzzReadJSON feeds arbitrary documents to ReadJSON, the reader of report.json. It fails
@@ -36,6 +38,7 @@ func FuzzReadJSON(f *testing.F) {
 		`{"schema":"slogate.probe/v1","workload":{"duration":"1.5"}}`,
 		`{"schema":"slogate.probe/v1","started":"2024-01-02T03:04:05.123+01:00","finished":"0001-01-01T00:00:00Z"}`,
 		`{"schema":"slogate.probe/v1","cells":{}}`,
+		`{"schema":"slogate.probe/v1","workload":{"kind":"scan"},"cells":[{"offered_rate":0.87,"state":"valid","completion_rate":0.87,"ttft_p95_s":1e306}]}`,
 	} {
 		f.Add([]byte(s))
 	}
@@ -43,12 +46,12 @@ func FuzzReadJSON(f *testing.F) {
 		rep, err := ReadJSON(bytes.NewReader(data))
 		if err != nil {
 			msg := err.Error()
-			if msg == "" || errors.Is(err, ErrUnknownSchema) && !strings.Contains(msg, SchemaVersion) {
+			if msg == "" || errors.Is(err, ErrUnknownSchema) && !strings.Contains(msg, synth.SchemaVersion) {
 				t.Fatalf("ReadJSON error %q does not say what it read", msg)
 			}
 			return
 		}
-		if rep.Schema != SchemaVersion {
+		if rep.Schema != synth.SchemaVersion {
 			t.Fatalf("ReadJSON accepted schema %q", rep.Schema)
 		}
 		renderAll(t, rep)
@@ -72,11 +75,11 @@ func FuzzReadJSON(f *testing.F) {
 
 // renderAll renders rep with every report writer, which must not fail on a discarding
 // writer.
-func renderAll(t *testing.T, rep Report) {
+func renderAll(t *testing.T, rep synth.Report) {
 	t.Helper()
-	for name, write := range map[string]func(io.Writer, Report) error{
+	for name, write := range map[string]func(io.Writer, synth.Report) error{
 		"WriteMarkdown": WriteMarkdown, "WriteHTML": WriteHTML, "WriteHeatmap": WriteHeatmap,
-		"WriteScanCharts": func(w io.Writer, r Report) error { return WriteScanCharts(w, r, "p-") },
+		"WriteScanCharts": func(w io.Writer, r synth.Report) error { return WriteScanCharts(w, r, "p-") },
 	} {
 		if err := write(io.Discard, rep); err != nil {
 			t.Fatalf("%s: %v", name, err)

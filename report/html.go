@@ -1,4 +1,4 @@
-package synth
+package report
 
 import (
 	"bytes"
@@ -6,6 +6,8 @@ import (
 	"html"
 	"io"
 	"strings"
+
+	"github.com/slogate/slogate/synth"
 )
 
 // WriteHTML writes r as one self-contained HTML page: inline CSS and inline SVG, no
@@ -21,18 +23,18 @@ import (
 //
 // and last every measurement (table#measurements). All text from the report is
 // HTML-escaped. The page goes to w in a single Write.
-func WriteHTML(w io.Writer, r Report) error {
+func WriteHTML(w io.Writer, r synth.Report) error {
 	var d htmlDoc
 	d.open(r)
 	d.header(r)
 	d.gate(r)
 	switch r.Workload.Kind {
-	case Matrix:
+	case synth.Matrix:
 		d.prefill(r)
 		d.matrix(r, "Sustained decode", "Total output tok/s · rows are context length, columns are simultaneous requests.")
-	case Shapes:
+	case synth.Shapes:
 		d.matrix(r, "Throughput by shape", "Total output tok/s · rows are workload shapes ("+shapesSummary(r.Workload.Shapes)+"), columns are simultaneous requests.")
-	case Scan:
+	case synth.Scan:
 		d.scan(r)
 	}
 	d.measurements(r)
@@ -52,14 +54,14 @@ func (d *htmlDoc) linef(format string, args ...any) { fmt.Fprintf(d, format+"\n"
 // esc escapes text for HTML content and quoted attribute values.
 func esc(s string) string { return html.EscapeString(s) }
 
-func (d *htmlDoc) open(r Report) {
+func (d *htmlDoc) open(r synth.Report) {
 	name := esc(orDash(r.Workload.Name))
 	d.linef(`<!DOCTYPE html>`)
 	d.linef(`<html lang="en">`)
 	d.linef(`<head>`)
 	d.linef(`<meta charset="utf-8">`)
 	d.linef(`<meta name="viewport" content="width=device-width, initial-scale=1">`)
-	d.linef(`<meta name="generator" content="slogate probe (%s)">`, esc(SchemaVersion))
+	d.linef(`<meta name="generator" content="slogate probe (%s)">`, esc(synth.SchemaVersion))
 	d.linef(`<title>slogate probe: %s</title>`, name)
 	d.linef(`<style>%s</style>`, pageCSS)
 	d.linef(`</head>`)
@@ -68,7 +70,7 @@ func (d *htmlDoc) open(r Report) {
 	d.linef(`<h1>slogate probe: <span id="workload-name">%s</span></h1>`, name)
 }
 
-func (d *htmlDoc) header(r Report) {
+func (d *htmlDoc) header(r synth.Report) {
 	d.linef(`<dl id="meta" class="meta">`)
 	for _, f := range headerFields(r) {
 		d.linef(`<dt>%s</dt><dd>%s</dd>`, esc(f.key), esc(f.value))
@@ -76,7 +78,7 @@ func (d *htmlDoc) header(r Report) {
 	d.linef(`</dl>`)
 }
 
-func (d *htmlDoc) gate(r Report) {
+func (d *htmlDoc) gate(r synth.Report) {
 	d.linef(`<section id="gate">`)
 	d.linef(`<h2>Functional gate</h2>`)
 	d.linef(`<p class="caption">%s</p>`, esc(gateSummary(r)))
@@ -96,7 +98,7 @@ func (d *htmlDoc) gate(r Report) {
 	d.linef(`</section>`)
 }
 
-func (d *htmlDoc) prefill(r Report) {
+func (d *htmlDoc) prefill(r synth.Report) {
 	d.linef(`<section id="prefill">`)
 	d.linef(`<h2>Prefill</h2>`)
 	if len(r.Prefill) == 0 {
@@ -109,7 +111,7 @@ func (d *htmlDoc) prefill(r Report) {
 }
 
 // matrix writes the heatmap of a matrix or shapes report, its legend and its charts.
-func (d *htmlDoc) matrix(r Report, title, caption string) {
+func (d *htmlDoc) matrix(r synth.Report, title, caption string) {
 	d.linef(`<section id="decode">`)
 	d.linef(`<h2>%s</h2>`, esc(title))
 	if len(r.Cells) == 0 {
@@ -129,7 +131,7 @@ func (d *htmlDoc) matrix(r Report, title, caption string) {
 	d.linef(`</section>`)
 }
 
-func (d *htmlDoc) scan(r Report) {
+func (d *htmlDoc) scan(r synth.Report) {
 	d.linef(`<section id="scan">`)
 	d.linef(`<h2>Arrival-rate scan</h2>`)
 	if len(r.Cells) == 0 {
@@ -139,7 +141,8 @@ func (d *htmlDoc) scan(r Report) {
 	d.linef(`<p class="caption">Open-loop arrivals at multiples of %s. Completed / offered is the share of the offered rate that completed.</p>`,
 		esc(referenceSummary(r)))
 	d.table("scan-table", scanTable(r))
-	d.linef(`<p id="knee" class="knee-note">%s</p>`, esc(kneeSentence(r)))
+	_, knee := scanKnee(r)
+	d.linef(`<p id="knee" class="knee-note">%s</p>`, esc(knee))
 	comp, lat := scanCharts(r)
 	d.linef(`<div class="plots">`)
 	comp.write(d)
@@ -148,7 +151,7 @@ func (d *htmlDoc) scan(r Report) {
 	d.linef(`</section>`)
 }
 
-func (d *htmlDoc) measurements(r Report) {
+func (d *htmlDoc) measurements(r synth.Report) {
 	d.linef(`<section id="all-measurements">`)
 	d.linef(`<h2>All measurements</h2>`)
 	d.linef(`<p class="caption">Figures are medians over the rounds without failures; TTFT, TPOT and ITL are per request. Total tok/s is output across all simultaneous requests (prompt tok/s for prefill).</p>`)

@@ -1,4 +1,4 @@
-package synth
+package report
 
 import (
 	"fmt"
@@ -205,14 +205,16 @@ func (c chart) legend(d *htmlDoc) {
 	}
 }
 
-// linearAxis spans [lo, hi] widened to round ticks, about n of them.
+// linearAxis spans [lo, hi] widened to round ticks, about n of them: never more than
+// 2n+3, whatever lo and hi are (a span that is not finite, or overflows when widened,
+// gets no sensible ticks, but the axis ends).
 func linearAxis(lo, hi float64, n int, format func(float64) string) axis {
-	if hi <= lo {
+	if !(hi > lo) {
 		hi = lo + 1
 	}
 	step := niceStep((hi - lo) / float64(n))
 	a := axis{lo: math.Floor(lo/step) * step, hi: math.Ceil(hi/step) * step}
-	for i := 0; ; i++ {
+	for i := 0; i <= 2*n+2; i++ { // a step of at least raw/1.5 gives at most 1.5n+3
 		v := roundSig(a.lo + float64(i)*step)
 		if v > a.hi+step/2 {
 			break
@@ -237,14 +239,15 @@ func niceStep(raw float64) float64 {
 }
 
 // logAxis spans [lo, hi] (both positive) widened to whole decades, with a tick at each
-// decade, and at 2 and 5 times each decade when it spans fewer than three.
+// decade, and at 2 and 5 times each decade when it spans fewer than three. It ends
+// whatever lo and hi are, after at most 700 decades (more than a float64 spans).
 func logAxis(lo, hi float64, format func(float64) string) axis {
 	a := axis{log: true, lo: math.Pow(10, math.Floor(math.Log10(lo))), hi: math.Pow(10, math.Ceil(math.Log10(hi)))}
-	if a.hi <= a.lo {
+	if !(a.hi > a.lo) {
 		a.hi = a.lo * 10
 	}
 	fine := math.Log10(a.hi/a.lo) < 3
-	for dec := a.lo; dec <= a.hi*1.0001; dec *= 10 {
+	for dec, i := a.lo, 0; dec <= a.hi*1.0001 && i < 700; dec, i = dec*10, i+1 {
 		for _, m := range []float64{1, 2, 5} {
 			v := roundSig(dec * m)
 			if (m == 1 || fine) && v <= a.hi*1.0001 {

@@ -1,4 +1,4 @@
-package synth
+package report
 
 import (
 	"fmt"
@@ -7,6 +7,10 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/calibrate"
+	"github.com/slogate/slogate/synth"
 )
 
 // The content both report formats render: the header, the gate, the grid of a matrix or
@@ -16,7 +20,7 @@ import (
 type field struct{ key, value string }
 
 // headerFields lists what was measured, where and when.
-func headerFields(r Report) []field {
+func headerFields(r synth.Report) []field {
 	kv := "unknown"
 	if r.KVCapacity > 0 {
 		kv = fmtInt(r.KVCapacity) + " tokens"
@@ -24,13 +28,13 @@ func headerFields(r Report) []field {
 	fs := []field{
 		{"Workload", orDash(r.Workload.Name)},
 		{"Plan", planSummary(r.Workload)},
-		{"Target", orDash(redactURL(r.Target))},
+		{"Target", orDash(r.RedactedTarget())},
 		{"Model", orDash(r.Model)},
 		{"Engine", orDash(r.Engine)},
 		{"KV capacity", kv},
 		{"Prompts", promptSummary(r.Prompts)},
 	}
-	if r.Workload.Kind == Scan {
+	if r.Workload.Kind == synth.Scan {
 		fs = append(fs, field{"Reference rate", referenceSummary(r)})
 	}
 	return append(fs,
@@ -40,7 +44,7 @@ func headerFields(r Report) []field {
 }
 
 // promptSummary says how the run wrote its prompts.
-func promptSummary(k PromptKind) string {
+func promptSummary(k synth.PromptKind) string {
 	if !k.Text {
 		return "random token ids (exact lengths)"
 	}
@@ -55,19 +59,19 @@ func orDash(s string) string {
 }
 
 // planSummary describes a workload in one line, as the seeds' subtitles do.
-func planSummary(w Workload) string {
+func planSummary(w synth.Workload) string {
 	switch w.Kind {
-	case Matrix:
+	case synth.Matrix:
 		labels := make([]string, len(w.Contexts))
 		for i, n := range w.Contexts {
-			labels[i] = contextLabel(n)
+			labels[i] = synth.ContextLabel(n)
 		}
 		return fmt.Sprintf("matrix: %d contexts (%s) × %d concurrency levels (%s), %s output tokens; %s",
 			len(w.Contexts), spanOf(labels), len(w.Concurrency), spanOf(intStrings(w.Concurrency)), fmtInt(w.Output), roundsSummary(w))
-	case Shapes:
+	case synth.Shapes:
 		return fmt.Sprintf("shapes: %d shapes × %d concurrency levels (%s); %s",
 			len(w.Shapes), len(w.Concurrency), spanOf(intStrings(w.Concurrency)), roundsSummary(w))
-	case Scan:
+	case synth.Scan:
 		multiples := make([]string, len(w.Multiples))
 		for i, m := range w.Multiples {
 			multiples[i] = fmtMultiple(m)
@@ -79,7 +83,7 @@ func planSummary(w Workload) string {
 }
 
 // shapesSummary lists shapes as "API-S (2,048 in → 256 out)".
-func shapesSummary(shapes []Shape) string {
+func shapesSummary(shapes []synth.Shape) string {
 	parts := make([]string, len(shapes))
 	for i, s := range shapes {
 		parts[i] = fmt.Sprintf("%s (%s in → %s out)", s.Name, fmtInt(s.Input), fmtInt(s.Output))
@@ -88,21 +92,21 @@ func shapesSummary(shapes []Shape) string {
 }
 
 // roundsSummary says how each cell was measured.
-func roundsSummary(w Workload) string {
+func roundsSummary(w synth.Workload) string {
 	rounds := max(w.Rounds, 1)
 	length := fmtDuration(time.Duration(w.Duration))
 	if w.Duration == 0 {
 		length = fmt.Sprintf("%d requests per stream", w.Requests)
 	}
 	per := "per cell"
-	if w.Kind == Scan {
+	if w.Kind == synth.Scan {
 		per = "per offered rate"
 	}
 	s := fmt.Sprintf("%d rounds of %s %s", rounds, length, per)
 	if rounds == 1 {
 		s = fmt.Sprintf("1 round of %s %s", length, per)
 	}
-	if w.Kind != Scan {
+	if w.Kind != synth.Scan {
 		s = "a warm-up, then " + s
 	}
 	s += "; rounds agree within " + fmtPct(w.Agreement)
@@ -113,7 +117,7 @@ func roundsSummary(w Workload) string {
 }
 
 // referenceSummary says what rate a scan's multiples apply to, and where it came from.
-func referenceSummary(r Report) string {
+func referenceSummary(r synth.Report) string {
 	rate := fmtReqS(r.Reference) + " req/s"
 	if r.Workload.ReferenceRate > 0 {
 		return rate + " (given)"
@@ -141,36 +145,36 @@ func spanOf(xs []string) string {
 }
 
 // gateSummary says in one sentence how the functional gate went.
-func gateSummary(r Report) string {
+func gateSummary(r synth.Report) string {
 	if len(r.Gate) == 0 {
 		return "Not run."
 	}
-	n := map[Verdict]int{}
+	n := map[synth.Verdict]int{}
 	for _, c := range r.Gate {
 		n[c.Verdict]++
 	}
-	if n[Fail] > 0 {
-		s := fmt.Sprintf("Failed: %d of %d checks failed.", n[Fail], len(r.Gate))
+	if n[synth.Fail] > 0 {
+		s := fmt.Sprintf("Failed: %d of %d checks failed.", n[synth.Fail], len(r.Gate))
 		if len(r.Cells) == 0 {
 			s += " No load was sent."
 		}
 		return s
 	}
-	s := fmt.Sprintf("Passed: %d of %d checks passed", n[Pass], len(r.Gate))
-	if n[Skip] > 0 {
-		s += fmt.Sprintf(", %d skipped", n[Skip])
+	s := fmt.Sprintf("Passed: %d of %d checks passed", n[synth.Pass], len(r.Gate))
+	if n[synth.Skip] > 0 {
+		s += fmt.Sprintf(", %d skipped", n[synth.Skip])
 	}
 	return s + "."
 }
 
 // verdictMark is a check's symbol in the gate list.
-func verdictMark(v Verdict) string {
+func verdictMark(v synth.Verdict) string {
 	switch v {
-	case Pass:
+	case synth.Pass:
 		return "✓"
-	case Fail:
+	case synth.Fail:
 		return "✗"
-	case Skip:
+	case synth.Skip:
 		return "–"
 	}
 	return "?"
@@ -183,7 +187,7 @@ type grid struct {
 	rowHead string
 	rows    []string
 	cols    []int
-	cells   map[gridKey]Cell
+	cells   map[gridKey]synth.Cell
 }
 
 type gridKey struct {
@@ -192,13 +196,13 @@ type gridKey struct {
 }
 
 // at returns the cell at a position and whether the report has one.
-func (g grid) at(row string, conc int) (Cell, bool) {
+func (g grid) at(row string, conc int) (synth.Cell, bool) {
 	c, ok := g.cells[gridKey{row, conc}]
 	return c, ok
 }
 
-func newGrid(r Report) grid {
-	g := grid{rowHead: rowHeader(r.Workload.Kind), cells: map[gridKey]Cell{}}
+func newGrid(r synth.Report) grid {
+	g := grid{rowHead: rowHeader(r.Workload.Kind), cells: map[gridKey]synth.Cell{}}
 	seen := map[string]bool{}
 	add := func(row string) {
 		if !seen[row] {
@@ -207,11 +211,11 @@ func newGrid(r Report) grid {
 		}
 	}
 	switch r.Workload.Kind {
-	case Matrix:
+	case synth.Matrix:
 		for _, n := range r.Workload.Contexts {
-			add(contextLabel(n))
+			add(synth.ContextLabel(n))
 		}
-	case Shapes:
+	case synth.Shapes:
 		for _, s := range r.Workload.Shapes {
 			add(s.Name)
 		}
@@ -228,15 +232,15 @@ func newGrid(r Report) grid {
 }
 
 // rowHeader names what a report's rows are.
-func rowHeader(k Kind) string {
-	if k == Matrix {
+func rowHeader(k synth.Kind) string {
+	if k == synth.Matrix {
 		return "Context"
 	}
 	return "Shape"
 }
 
 // validRounds counts the rounds that entered a cell's medians.
-func validRounds(c Cell) int {
+func validRounds(c synth.Cell) int {
 	n := 0
 	for _, r := range c.Rounds {
 		if r.Valid() {
@@ -247,50 +251,42 @@ func validRounds(c Cell) int {
 }
 
 // disagreed reports whether a valid cell's rounds spread further than the workload allows.
-func disagreed(c Cell) bool { return c.State == Valid && validRounds(c) > 1 && !c.Agreed }
+func disagreed(c synth.Cell) bool { return c.State == synth.Valid && validRounds(c) > 1 && !c.Agreed }
 
-// kneeKeepUp is how much of the offered rate a scan's completions must reach for the
-// engine to count as keeping up.
-const kneeKeepUp = 0.95
-
-// scanKnee returns the index of the valid cell with the highest offered rate whose
-// completion rate kept up (at least kneeKeepUp of the offered rate), or -1.
-func scanKnee(r Report) int {
-	cells := r.Cells
-	if r.Knee != nil { // set by whoever ran the scan, with its own rule: the nearest cell
+// scanKnee returns the index among a scan's cells of its knee (-1 for none) and the
+// sentence that states it. The knee is slogate calibrate's: the one the report carries
+// (Report.Knee, which a calibration marks as it chose it under the tier's SLO) on the
+// cell nearest its rate, else calibrate.ScanKnee's over the valid cells with no SLO, as
+// a probe's scan has none.
+func scanKnee(r synth.Report) (int, string) {
+	if m := r.Knee; m != nil {
+		if !(m.Rate > 0) {
+			return -1, sentence("No knee", m.Rule)
+		}
 		best := -1
-		for i, c := range cells {
-			if best < 0 || math.Abs(c.Rate-r.Knee.Rate) < math.Abs(cells[best].Rate-r.Knee.Rate) {
+		for i, c := range r.Cells {
+			if best < 0 || math.Abs(c.Rate-m.Rate) < math.Abs(r.Cells[best].Rate-m.Rate) {
 				best = i
 			}
 		}
-		return best
+		return best, sentence("Knee", m.Rule)
 	}
-	best := -1
-	for i, c := range cells {
-		if c.State != Valid || !(c.Rate > 0) || c.CompletionRate < kneeKeepUp*c.Rate {
-			continue
-		}
-		if best < 0 || c.Rate > cells[best].Rate {
-			best = i
-		}
-	}
-	return best
-}
-
-// kneeSentence states a scan's knee, or that there is none.
-func kneeSentence(r Report) string {
-	k := scanKnee(r)
-	if r.Knee != nil {
-		return "Knee: " + r.Knee.Rule + "."
-	}
+	k, rule := calibrate.ScanKnee(r.Cells, admission.SLO{})
 	if k < 0 {
-		return fmt.Sprintf("No knee: at no offered rate did completions keep up (reach %s of the offered rate).", fmtPct(kneeKeepUp))
+		return -1, sentence("No knee", rule)
 	}
 	c := r.Cells[k]
-	return fmt.Sprintf("Knee: %s (%s req/s offered, %s req/s completed, p95 TTFT %s ms), the highest offered rate whose completions kept up (at least %s of the offered rate).",
-		fmtMultiple(c.Multiple), fmtReqS(c.Rate), fmtReqS(c.CompletionRate), fmtMS(c.TTFTp95), fmtPct(kneeKeepUp))
+	return k, fmt.Sprintf("Knee: %s (%s req/s offered, %s req/s completed, p95 TTFT %s ms) by slogate calibrate's rule, without a latency SLO: %s.",
+		fmtMultiple(c.Multiple), fmtReqS(c.Rate), fmtReqS(c.CompletionRate), fmtMS(c.TTFTp95), rule)
+}
+
+// sentence is "head: why." or, without a why, "head.".
+func sentence(head, why string) string {
+	if strings.TrimSpace(why) == "" {
+		return head + "."
+	}
+	return head + ": " + why + "."
 }
 
 // stateClass turns a state into a CSS class or id fragment: "n/c" → "nc".
-func stateClass(s State) string { return cssToken(string(s)) }
+func stateClass(s synth.State) string { return cssToken(string(s)) }
