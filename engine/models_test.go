@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/slogate/slogate/clock"
 )
 
 // gatedModels holds every /v1/models request of e until the test sends on (or closes)
@@ -44,8 +46,8 @@ func TestUnknownModelRereads(t *testing.T) {
 	g := gatedModels{e: e, open: make(chan struct{}, 10)}
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
-	clock := newFakeClock()
-	sc := NewScraper(ScraperConfig{BaseURL: srv.URL, Clock: clock, Timeout: 10 * time.Second})
+	clk := clock.NewFake(epoch)
+	sc := NewScraper(ScraperConfig{BaseURL: srv.URL, Clock: clk, Timeout: 10 * time.Second})
 	g.open <- struct{}{}
 	if s := sc.Scrape(context.Background()); !slices.Equal(s.Models, []string{"llama"}) {
 		t.Fatalf("first scrape: Models = %v", s.Models)
@@ -67,7 +69,7 @@ func TestUnknownModelRereads(t *testing.T) {
 	}
 
 	// Within modelsRecheck of the last re-read, unknown names start no read.
-	clock.Advance(modelsRecheck - time.Nanosecond)
+	clk.Step(modelsRecheck - time.Nanosecond)
 	for range 100 {
 		sc.UnknownModel("made-up")
 	}
@@ -77,12 +79,12 @@ func TestUnknownModelRereads(t *testing.T) {
 
 	// Once it has passed, one read starts, and none more while it is in flight, not
 	// even by the scrape loop, whose names are a minute old by then.
-	clock.Advance(time.Nanosecond)
+	clk.Step(time.Nanosecond)
 	sc.UnknownModel("made-up")
 	if !inFlight(sc) {
 		t.Fatal("no read started modelsRecheck after the last one")
 	}
-	clock.Advance(time.Minute)
+	clk.Step(time.Minute)
 	sc.UnknownModel("made-up")
 	if s := sc.Scrape(context.Background()); !s.Up {
 		t.Fatalf("scrape during a re-read: %+v", s)
@@ -97,7 +99,7 @@ func TestUnknownModelRereads(t *testing.T) {
 
 	// A failed re-read keeps the names known before.
 	e.set(func(e *fakeEngine) { e.modelsDown = true })
-	clock.Advance(modelsRecheck)
+	clk.Step(modelsRecheck)
 	sc.UnknownModel("lora-b")
 	g.open <- struct{}{}
 	awaitIdle(t, sc)

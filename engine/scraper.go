@@ -10,14 +10,9 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/slogate/slogate/clock"
 )
-
-// Clock tells the time; tests pass a fake one.
-type Clock interface{ Now() time.Time }
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
 
 // maxExposition bounds the metrics body read from the engine.
 const maxExposition = 16 << 20
@@ -42,7 +37,7 @@ type Scraper struct {
 	client   *http.Client
 	kind     Kind
 	interval time.Duration
-	clock    Clock
+	clock    clock.Clock
 
 	maxBody int64         // limit of the metrics body; maxExposition but in tests
 	timeout time.Duration // of a /v1/models read started by UnknownModel
@@ -66,7 +61,7 @@ type ScraperConfig struct {
 	Timeout  time.Duration // per request; default the interval
 	Client   *http.Client  // default: a client with Timeout
 	APIKey   string        // sent as a bearer token, for engines started with --api-key
-	Clock    Clock         // default: the wall clock
+	Clock    clock.Clock   // scrape times, Run's interval, /health and /v1/models ages; default clock.Real
 }
 
 // NewScraper returns a Scraper for cfg. Until the first scrape, Latest reports the engine
@@ -81,9 +76,7 @@ func NewScraper(cfg ScraperConfig) *Scraper {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: cfg.Timeout}
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = wallClock{}
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	s := &Scraper{
 		base: strings.TrimRight(cfg.BaseURL, "/"), apiKey: cfg.APIKey, client: cfg.Client, kind: cfg.Kind,
 		interval: cfg.Interval, clock: cfg.Clock, maxBody: maxExposition, timeout: cfg.Timeout,
@@ -101,14 +94,14 @@ func (s *Scraper) Latest() Snapshot { return *s.latest.Load() }
 
 // Run scrapes every interval until ctx is done, then returns nil.
 func (s *Scraper) Run(ctx context.Context) error {
-	t := time.NewTicker(s.interval)
+	t := s.clock.NewTicker(s.interval)
 	defer t.Stop()
 	for {
 		s.Scrape(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 	}
 }

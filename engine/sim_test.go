@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/enginesim"
 )
 
@@ -109,14 +110,14 @@ func TestScrapeSimulator(t *testing.T) {
 			for i := range 3 {
 				s.complete(ctx, t, fmt.Sprintf(`{"model":%q,"prompt":[1,2,3,%d],"max_tokens":8,"ignore_eos":true}`, s.profile.Model, i), false)
 			}
-			clock := newFakeClock()
-			sc := NewScraper(ScraperConfig{BaseURL: s.srv.URL, Kind: tt.configured, Clock: clock, Timeout: 10 * time.Second})
+			clk := clock.NewFake(epoch)
+			sc := NewScraper(ScraperConfig{BaseURL: s.srv.URL, Kind: tt.configured, Clock: clk, Timeout: 10 * time.Second})
 			snap := sc.Scrape(ctx)
 			if !snap.Up || snap.Err != nil {
 				t.Fatalf("Scrape: up %v, %v", snap.Up, snap.Err)
 			}
-			if snap.Kind != tt.want || !snap.At.Equal(clock.Now()) {
-				t.Errorf("Kind %v, At %v; want %v, %v", snap.Kind, snap.At, tt.want, clock.Now())
+			if snap.Kind != tt.want || !snap.At.Equal(clk.Now()) {
+				t.Errorf("Kind %v, At %v; want %v, %v", snap.Kind, snap.At, tt.want, clk.Now())
 			}
 			if snap.Running != 0 || snap.Waiting != 0 {
 				t.Errorf("idle engine: Running %v, Waiting %v; want 0, 0", snap.Running, snap.Waiting)

@@ -29,7 +29,7 @@
 // docs/metrics.md.
 //
 // The package imports measure, engine, admission and wire but not proxy: the small
-// interfaces it needs (InFlightSource, EngineSource, AdmissionSource, ReloadSource,
-// Clock) are declared here and satisfied by the proxy, the engine scraper, admission's
-// Controller and Reloader, and the wall clock.
+// interfaces it needs (InFlightSource, EngineSource, AdmissionSource, ReloadSource)
+// are declared here and satisfied by the proxy, the engine scraper, admission's
+// Controller and Reloader; its Clock is slogate's clock.Clock.
 package exporter

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
@@ -86,8 +87,8 @@ func TestAdapterLabelledAfterReread(t *testing.T) {
 	e := &adapterEngine{}
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	clock := &fakeClock{now: time.Unix(1000, 0)} // never advanced
-	sc := engine.NewScraper(engine.ScraperConfig{BaseURL: srv.URL, Clock: clock, Timeout: 10 * time.Second})
+	clk := clock.NewFake(time.Unix(1000, 0)) // never advanced
+	sc := engine.NewScraper(engine.ScraperConfig{BaseURL: srv.URL, Clock: clk, Timeout: 10 * time.Second})
 	if s := sc.Scrape(context.Background()); !s.Up || !slices.Equal(s.Models, []string{"llama"}) {
 		t.Fatalf("first scrape: %+v", s)
 	}

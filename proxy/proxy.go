@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
 )
@@ -80,8 +81,8 @@ type Config struct {
 
 	Transport http.RoundTripper // default: a transport tuned for one local upstream
 	Observers []Observer
-	Logger    *slog.Logger  // access log and errors; default discard
-	Clock     measure.Clock // default the wall clock
+	Logger    *slog.Logger // access log and errors; default discard
+	Clock     clock.Clock  // default clock.Real
 }
 
 // Proxy is the client-facing handler. It is safe for concurrent use.
@@ -100,9 +101,7 @@ func New(cfg Config) *Proxy {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = measure.WallClock{}
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Transport == nil {
 		cfg.Transport = newTransport(cfg.UpstreamTimeout)
 	}
