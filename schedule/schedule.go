@@ -11,6 +11,8 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/slogate/slogate/clock"
 )
 
 // Guard says whether live traffic leaves room for the task. Busy returns true, with the
@@ -35,6 +37,7 @@ type Config struct {
 	Retry    time.Duration // wait after a held-back run; default a minute
 	Poll     time.Duration // how often the guard is asked during a run; default a second
 	Logger   *slog.Logger
+	Clock    clock.Clock // the interval, retry and poll timers and the status times; default clock.Real
 }
 
 // Status is what a Scheduler did last.
@@ -54,6 +57,7 @@ type Scheduler struct {
 	trigger chan struct{}
 	mu      sync.Mutex
 	status  Status
+	changed chan struct{} // closed, and replaced, when status changes
 }
 
 // New returns a Scheduler of task; Run starts it.
@@ -67,7 +71,8 @@ func New(cfg Config, task Task) *Scheduler {
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
 	}
-	return &Scheduler{cfg: cfg, task: task, trigger: make(chan struct{}, 1)}
+	cfg.Clock = clock.Or(cfg.Clock)
+	return &Scheduler{cfg: cfg, task: task, trigger: make(chan struct{}, 1), changed: make(chan struct{})}
 }
 
 // Trigger asks for a run now; it reports false when one is running or already asked for.
@@ -90,6 +95,30 @@ func (s *Scheduler) Status() Status {
 	return s.status
 }
 
+// Await returns the status once cond holds for it, checking at every change of status;
+// or the last status and ctx's error once ctx is done.
+func (s *Scheduler) Await(ctx context.Context, cond func(Status) bool) (Status, error) {
+	for {
+		s.mu.Lock()
+		st, changed := s.status, s.changed
+		s.mu.Unlock()
+		if cond(st) {
+			return st, nil
+		}
+		select {
+		case <-changed:
+		case <-ctx.Done():
+			return st, ctx.Err()
+		}
+	}
+}
+
+// changedLocked wakes the Await calls. s.mu is held.
+func (s *Scheduler) changedLocked() {
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
 // Run runs the task on the schedule until ctx is done.
 func (s *Scheduler) Run(ctx context.Context) {
 	next := s.nextWait()
@@ -109,9 +138,9 @@ func (s *Scheduler) Run(ctx context.Context) {
 func (s *Scheduler) wait(ctx context.Context, d time.Duration) bool {
 	var timer <-chan time.Time
 	if d > 0 {
-		t := time.NewTimer(d)
+		t := s.cfg.Clock.NewTimer(d)
 		defer t.Stop()
-		timer = t.C
+		timer = t.C()
 	}
 	select {
 	case <-ctx.Done():
@@ -134,12 +163,13 @@ func (s *Scheduler) nextWait() time.Duration {
 func (s *Scheduler) runOnce(ctx context.Context) error {
 	if busy, why := s.busy(); busy {
 		err := fmt.Errorf("%w: %s", ErrHeld, why)
-		s.finish(time.Now(), err)
+		s.finish(s.cfg.Clock.Now(), err)
 		return err
 	}
-	start := time.Now()
+	start := s.cfg.Clock.Now()
 	s.mu.Lock()
 	s.status.Running, s.status.LastStart = true, start
+	s.changedLocked()
 	s.mu.Unlock()
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
@@ -154,13 +184,13 @@ func (s *Scheduler) runOnce(ctx context.Context) error {
 
 // watch cancels a running task when the guard says live traffic needs the engine.
 func (s *Scheduler) watch(ctx context.Context, cancel context.CancelCauseFunc) {
-	t := time.NewTicker(s.cfg.Poll)
+	t := s.cfg.Clock.NewTicker(s.cfg.Poll)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			if busy, why := s.busy(); busy {
 				cancel(fmt.Errorf("%w: %s", ErrHeld, why))
 				return
@@ -179,7 +209,9 @@ func (s *Scheduler) busy() (bool, string) {
 func (s *Scheduler) finish(start time.Time, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.status.Running, s.status.LastEnd, s.status.LastErr = false, time.Now(), ""
+	defer s.changedLocked()
+	end := s.cfg.Clock.Now()
+	s.status.Running, s.status.LastEnd, s.status.LastErr = false, end, ""
 	switch {
 	case errors.Is(err, ErrHeld):
 		s.status.Held++
@@ -189,5 +221,5 @@ func (s *Scheduler) finish(start time.Time, err error) {
 	default:
 		s.status.Runs++
 	}
-	s.cfg.Logger.Info("scheduled task finished", "task", s.cfg.Name, "took", time.Since(start).Round(time.Millisecond), "err", s.status.LastErr)
+	s.cfg.Logger.Info("scheduled task finished", "task", s.cfg.Name, "took", end.Sub(start).Round(time.Millisecond), "err", s.status.LastErr)
 }
