@@ -172,12 +172,18 @@ func (s *Scheduler) runOnce(ctx context.Context) error {
 	s.changedLocked()
 	s.mu.Unlock()
 	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go s.watch(runCtx, cancel)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		s.watch(runCtx, cancel)
+	}()
 	err := s.task(runCtx)
 	if cause := context.Cause(runCtx); errors.Is(cause, ErrHeld) {
 		err = cause
 	}
+	// The watcher and its ticker are gone before the status says the run is over.
+	cancel(nil)
+	<-watched
 	s.finish(start, err)
 	return err
 }
