@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sync"
 	"time"
+
+	"github.com/slogate/slogate/internal/signal"
 )
 
 // Fake is a Clock whose time moves only when Step or SetTime moves it. Its timers and
@@ -15,14 +17,14 @@ import (
 type Fake struct {
 	mu      sync.Mutex
 	now     time.Time
-	waiters []*fakeTimer  // the timers and tickers not yet fired (tickers: not stopped)
-	changed chan struct{} // closed, and replaced, when waiters changes
+	waiters []*fakeTimer   // the timers and tickers not yet fired (tickers: not stopped)
+	changed signal.Changed // of waiters
 }
 
 var _ Clock = (*Fake)(nil)
 
 // NewFake returns a Fake clock that reads t.
-func NewFake(t time.Time) *Fake { return &Fake{now: t, changed: make(chan struct{})} }
+func NewFake(t time.Time) *Fake { return &Fake{now: t} }
 
 // Now returns the fake time.
 func (f *Fake) Now() time.Time {
@@ -92,19 +94,12 @@ func (f *Fake) BlockUntil(n int) { _ = f.BlockUntilContext(context.Background(),
 
 // BlockUntilContext is BlockUntil that returns ctx's error once ctx is done.
 func (f *Fake) BlockUntilContext(ctx context.Context, n int) error {
-	for {
+	_, err := signal.Await(ctx, func() (int, <-chan struct{}) {
 		f.mu.Lock()
-		ok, changed := len(f.waiters) >= n, f.changed
-		f.mu.Unlock()
-		if ok {
-			return nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return ctx.Err()
-		}
-	}
+		defer f.mu.Unlock()
+		return len(f.waiters), f.changed.C()
+	}, func(waiting int) bool { return waiting >= n })
+	return err
 }
 
 // setLocked moves the time to t and fires every waiter due by then, earliest first; a
@@ -135,7 +130,7 @@ func (f *Fake) arm(t *fakeTimer, d time.Duration) {
 		return
 	}
 	f.waiters = append(f.waiters, t)
-	f.notifyLocked()
+	f.changed.Broadcast()
 }
 
 // removeLocked takes t out of the waiters and reports whether it was waiting.
@@ -145,13 +140,8 @@ func (f *Fake) removeLocked(t *fakeTimer) bool {
 		return false
 	}
 	f.waiters = slices.Delete(f.waiters, i, i+1)
-	f.notifyLocked()
+	f.changed.Broadcast()
 	return true
-}
-
-func (f *Fake) notifyLocked() {
-	close(f.changed)
-	f.changed = make(chan struct{})
 }
 
 // fakeTimer is a timer of a Fake, or with period > 0 a ticker.

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/clock"
+	"github.com/slogate/slogate/internal/signal"
 )
 
 // Guard says whether live traffic leaves room for the task. Busy returns true, with the
@@ -57,7 +58,7 @@ type Scheduler struct {
 	trigger chan struct{}
 	mu      sync.Mutex
 	status  Status
-	changed chan struct{} // closed, and replaced, when status changes
+	changed signal.Changed // of status
 }
 
 // New returns a Scheduler of task; Run starts it.
@@ -72,7 +73,7 @@ func New(cfg Config, task Task) *Scheduler {
 		cfg.Poll = time.Second
 	}
 	cfg.Clock = clock.Or(cfg.Clock)
-	return &Scheduler{cfg: cfg, task: task, trigger: make(chan struct{}, 1), changed: make(chan struct{})}
+	return &Scheduler{cfg: cfg, task: task, trigger: make(chan struct{}, 1)}
 }
 
 // Trigger asks for a run now; it reports false when one is running or already asked for.
@@ -98,25 +99,11 @@ func (s *Scheduler) Status() Status {
 // Await returns the status once cond holds for it, checking at every change of status;
 // or the last status and ctx's error once ctx is done.
 func (s *Scheduler) Await(ctx context.Context, cond func(Status) bool) (Status, error) {
-	for {
+	return signal.Await(ctx, func() (Status, <-chan struct{}) {
 		s.mu.Lock()
-		st, changed := s.status, s.changed
-		s.mu.Unlock()
-		if cond(st) {
-			return st, nil
-		}
-		select {
-		case <-changed:
-		case <-ctx.Done():
-			return st, ctx.Err()
-		}
-	}
-}
-
-// changedLocked wakes the Await calls. s.mu is held.
-func (s *Scheduler) changedLocked() {
-	close(s.changed)
-	s.changed = make(chan struct{})
+		defer s.mu.Unlock()
+		return s.status, s.changed.C()
+	}, cond)
 }
 
 // Run runs the task on the schedule until ctx is done.
@@ -169,7 +156,7 @@ func (s *Scheduler) runOnce(ctx context.Context) error {
 	start := s.cfg.Clock.Now()
 	s.mu.Lock()
 	s.status.Running, s.status.LastStart = true, start
-	s.changedLocked()
+	s.changed.Broadcast()
 	s.mu.Unlock()
 	runCtx, cancel := context.WithCancelCause(ctx)
 	watched := make(chan struct{})
@@ -215,7 +202,7 @@ func (s *Scheduler) busy() (bool, string) {
 func (s *Scheduler) finish(start time.Time, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	defer s.changedLocked()
+	defer s.changed.Broadcast()
 	end := s.cfg.Clock.Now()
 	s.status.Running, s.status.LastEnd, s.status.LastErr = false, end, ""
 	switch {

@@ -14,6 +14,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/internal/signal"
 )
 
 // counter wraps an engine's handler and counts the completions requests it receives and
@@ -24,7 +25,7 @@ type counter struct {
 	arrived  int
 	inFlight int
 	peak     int
-	arrival  chan struct{} // closed, and replaced, at each arrival; nil until awaited
+	arrival  signal.Changed
 }
 
 func (c *counter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -36,10 +37,7 @@ func (c *counter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.arrived++
 	c.inFlight++
 	c.peak = max(c.peak, c.inFlight)
-	if c.arrival != nil {
-		close(c.arrival)
-		c.arrival = nil
-	}
+	c.arrival.Broadcast()
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -59,24 +57,15 @@ func (c *counter) counts() (arrived, peak int) {
 // test after hangLimit, which only turns a hang into a failure.
 func (c *counter) awaitArrived(t *testing.T, n int) {
 	t.Helper()
-	limit := time.After(hangLimit)
-	for {
+	ctx, cancel := context.WithTimeout(context.Background(), hangLimit)
+	defer cancel()
+	arrived, err := signal.Await(ctx, func() (int, <-chan struct{}) {
 		c.mu.Lock()
-		if c.arrived >= n {
-			c.mu.Unlock()
-			return
-		}
-		if c.arrival == nil {
-			c.arrival = make(chan struct{})
-		}
-		arrival := c.arrival
-		c.mu.Unlock()
-		select {
-		case <-arrival:
-		case <-limit:
-			arrived, _ := c.counts()
-			t.Fatalf("%d requests arrived, want %d", arrived, n)
-		}
+		defer c.mu.Unlock()
+		return c.arrived, c.arrival.C()
+	}, func(arrived int) bool { return arrived >= n })
+	if err != nil {
+		t.Fatalf("%d requests arrived, want %d", arrived, n)
 	}
 }
 
