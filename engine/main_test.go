@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -19,6 +20,10 @@ func TestMain(m *testing.M) {
 }
 
 var nan = math.NaN()
+
+// hangLimit turns a hang into a failure. It bounds waits that end as soon as the code
+// does what it should; nothing is asserted about time.
+const hangLimit = 30 * time.Second
 
 // floatEq reports whether got and want are the same measurement: both unknown, or equal
 // up to float rounding.

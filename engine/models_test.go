@@ -25,16 +25,13 @@ func (g gatedModels) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.e.ServeHTTP(w, r)
 }
 
-// awaitModels polls until the scraper's latest snapshot lists want; the bound is
-// generous, as the read runs on its own goroutine.
+// awaitModels waits until the read of /v1/models in flight has ended, and checks that
+// the scraper's latest snapshot lists want.
 func awaitModels(t *testing.T, sc *Scraper, want []string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !slices.Equal(sc.Latest().Models, want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Models = %v, want %v", sc.Latest().Models, want)
-		}
-		time.Sleep(time.Millisecond)
+	awaitIdle(t, sc)
+	if got := sc.Latest().Models; !slices.Equal(got, want) {
+		t.Fatalf("Models = %v, want %v", got, want)
 	}
 }
 
@@ -59,7 +56,6 @@ func TestUnknownModelRereads(t *testing.T) {
 	sc.UnknownModel("lora-a")
 	g.open <- struct{}{}
 	awaitModels(t, sc, []string{"llama", "lora-a"})
-	awaitIdle(t, sc)
 	if got := e.modelsHits.Load(); got != 2 {
 		t.Errorf("/v1/models read %d times, want 2", got)
 	}
@@ -92,7 +88,6 @@ func TestUnknownModelRereads(t *testing.T) {
 	e.set(func(e *fakeEngine) { e.models = []string{"llama"} }) // the adapter was unloaded
 	g.open <- struct{}{}
 	awaitModels(t, sc, []string{"llama"})
-	awaitIdle(t, sc)
 	if got := e.modelsHits.Load(); got != 3 {
 		t.Errorf("/v1/models read %d times, want 3 (one in flight at a time)", got)
 	}
@@ -108,15 +103,14 @@ func TestUnknownModelRereads(t *testing.T) {
 	}
 }
 
-// awaitIdle polls until no read of /v1/models is in flight.
+// awaitIdle waits until no read of /v1/models is in flight: the one in flight has
+// ended and stored what it read. The limit only turns a hang into a failure.
 func awaitIdle(t *testing.T, sc *Scraper) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for inFlight(sc) {
-		if time.Now().After(deadline) {
-			t.Fatal("a /v1/models read is still in flight")
-		}
-		time.Sleep(time.Millisecond)
+	select {
+	case <-sc.recheck.idle():
+	case <-time.After(hangLimit):
+		t.Fatal("a /v1/models read is still in flight")
 	}
 }
 

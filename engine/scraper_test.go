@@ -377,21 +377,37 @@ func TestScrapeOpenMetrics(t *testing.T) {
 // TestRunStops checks that Run scrapes until its context is cancelled and then returns
 // (goleak in TestMain checks that nothing is left running).
 func TestRunStops(t *testing.T) {
+	const interval = time.Second
 	e := &fakeEngine{metrics: string(fixture(t, "sglang_cache_config.prom"))}
-	srv := httptest.NewServer(e)
+	scraped := make(chan struct{}, 3)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		e.ServeHTTP(w, r)
+		if r.URL.Path == "/metrics" {
+			scraped <- struct{}{}
+		}
+	}))
 	defer srv.Close()
-	sc := NewScraper(ScraperConfig{BaseURL: srv.URL, Interval: time.Millisecond, Timeout: 10 * time.Second})
+	clk := clock.NewFake(epoch)
+	sc := NewScraper(ScraperConfig{BaseURL: srv.URL, Interval: interval, Timeout: 10 * time.Second, Clock: clk})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sc.Run(ctx) }()
-	for e.metricsHits.Load() < 3 {
-		time.Sleep(time.Millisecond)
+	// One scrape at once, then one per tick of the interval.
+	for i := range 3 {
+		if i > 0 {
+			clk.Step(interval)
+		}
+		select {
+		case <-scraped:
+		case <-time.After(hangLimit):
+			t.Fatalf("scrape %d did not come", i+1)
+		}
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v, want nil", err)
 	}
-	if s := sc.Latest(); s.Kind != KindSGLang || s.At.IsZero() {
+	if s := sc.Latest(); s.Kind != KindSGLang || s.At.Before(epoch.Add(interval)) {
 		t.Errorf("Latest() after Run = %+v", s)
 	}
 }
