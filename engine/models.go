@@ -91,7 +91,7 @@ func (s *Scraper) reread() {
 		s.models, s.modelsAt = models, s.clock.Now()
 		snap := s.Latest()
 		snap.Models = models
-		s.latest.Store(&snap)
+		s.store(&snap)
 		s.mu.Unlock()
 	}
 	s.recheck.end()

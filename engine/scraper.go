@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/clock"
+	"github.com/slogate/slogate/internal/signal"
 )
 
 // maxExposition bounds the metrics body read from the engine.
@@ -42,7 +43,9 @@ type Scraper struct {
 	maxBody int64         // limit of the metrics body; maxExposition but in tests
 	timeout time.Duration // of a /v1/models read started by UnknownModel
 
-	latest atomic.Pointer[Snapshot]
+	latest  atomic.Pointer[Snapshot]
+	storeMu sync.Mutex     // guards stored, taken when latest is stored
+	stored  signal.Changed // of latest (Await)
 
 	mu       sync.Mutex // guards the fields below (held by Scrape, and by a re-read to store its answer)
 	window   window
@@ -106,6 +109,25 @@ func (s *Scraper) Run(ctx context.Context) error {
 	}
 }
 
+// store makes snap the latest snapshot and wakes Await.
+func (s *Scraper) store(snap *Snapshot) {
+	s.storeMu.Lock()
+	defer s.storeMu.Unlock()
+	s.latest.Store(snap)
+	s.stored.Broadcast()
+}
+
+// Await returns the latest snapshot once cond holds for it, checking each snapshot as it
+// is stored (by a scrape, or a read of /v1/models that UnknownModel started); or the last
+// one and ctx's error once ctx is done. Safe for concurrent use.
+func (s *Scraper) Await(ctx context.Context, cond func(Snapshot) bool) (Snapshot, error) {
+	return signal.Await(ctx, func() (Snapshot, <-chan struct{}) {
+		s.storeMu.Lock()
+		defer s.storeMu.Unlock()
+		return s.Latest(), s.stored.C()
+	}, cond)
+}
+
 // Scrape reads the engine once, stores and returns the new snapshot.
 func (s *Scraper) Scrape(ctx context.Context) Snapshot {
 	s.mu.Lock()
@@ -117,14 +139,14 @@ func (s *Scraper) Scrape(ctx context.Context) Snapshot {
 	if err != nil {
 		down := s.Latest()
 		down.Up, down.Err = false, err
-		s.latest.Store(&down)
+		s.store(&down)
 		return down
 	}
 	now := s.clock.Now()
 	snap := rd.snapshot(s.window.add(now, rd))
 	snap.Up, snap.At = true, now
 	snap.Models = s.servedModels(ctx)
-	s.latest.Store(&snap)
+	s.store(&snap)
 	return snap
 }
 

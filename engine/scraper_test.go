@@ -379,36 +379,31 @@ func TestScrapeOpenMetrics(t *testing.T) {
 func TestRunStops(t *testing.T) {
 	const interval = time.Second
 	e := &fakeEngine{metrics: string(fixture(t, "sglang_cache_config.prom"))}
-	scraped := make(chan struct{}, 3)
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		e.ServeHTTP(w, r)
-		if r.URL.Path == "/metrics" {
-			scraped <- struct{}{}
-		}
-	}))
+	srv := httptest.NewServer(e)
 	defer srv.Close()
 	clk := clock.NewFake(epoch)
 	sc := NewScraper(ScraperConfig{BaseURL: srv.URL, Interval: interval, Timeout: 10 * time.Second, Clock: clk})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sc.Run(ctx) }()
-	// One scrape at once, then one per tick of the interval.
+	// One scrape at once, then one per tick of the interval, each stored at its time.
+	wait, stop := context.WithTimeout(ctx, hangLimit)
+	defer stop()
 	for i := range 3 {
 		if i > 0 {
 			clk.Step(interval)
 		}
-		select {
-		case <-scraped:
-		case <-time.After(hangLimit):
-			t.Fatalf("scrape %d did not come", i+1)
+		at := epoch.Add(time.Duration(i) * interval)
+		if s, err := sc.Await(wait, func(s Snapshot) bool { return s.At.Equal(at) }); err != nil {
+			t.Fatalf("scrape %d: %v; latest %+v", i+1, err, s)
 		}
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v, want nil", err)
 	}
-	if s := sc.Latest(); s.Kind != KindSGLang || s.At.Before(epoch.Add(interval)) {
-		t.Errorf("Latest() after Run = %+v", s)
+	if s := sc.Latest(); s.Kind != KindSGLang || !s.At.Equal(epoch.Add(2*interval)) || e.metricsHits.Load() != 3 {
+		t.Errorf("Latest() after Run = %+v, %d scrapes", s, e.metricsHits.Load())
 	}
 }
 

@@ -97,13 +97,16 @@ func TestAdapterLabelledAfterReread(t *testing.T) {
 	e.load()
 	req := wire.Request{Route: wire.RouteCompletions, Model: "sql-lora"}
 	res := measure.Result{Route: wire.RouteCompletions, Status: 200, Outcome: measure.OK, E2E: time.Second}
-	deadline := time.Now().Add(10 * time.Second)
-	for m.Model("sql-lora") != "sql-lora" {
-		if time.Now().After(deadline) {
-			t.Fatalf("requests for the adapter still recorded as %q", m.Model("sql-lora"))
-		}
-		m.Observe(req, res)
-		time.Sleep(time.Millisecond)
+	// The first request is for a model the scraper does not list yet: it is recorded as
+	// another model's, and makes the scraper read /v1/models again.
+	m.Observe(req, res)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang, not a time, fails
+	defer cancel()
+	if s, err := sc.Await(ctx, func(s engine.Snapshot) bool { return slices.Contains(s.Models, "sql-lora") }); err != nil {
+		t.Fatalf("the re-read never listed the adapter: %v (%v)", err, s.Models)
+	}
+	if got := m.Model("sql-lora"); got != "sql-lora" {
+		t.Fatalf("requests for the adapter still recorded as %q", got)
 	}
 	m.Observe(req, res)
 	key := `slogate_requests_total{code="200",model="sql-lora",outcome="ok",route="completions",tier="none"}`
