@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -316,12 +317,30 @@ func TestReloaderMissingAtStart(t *testing.T) {
 	}
 }
 
-func TestWatchStopsWithContext(t *testing.T) {
-	h := newHarness(t, Enforce, tierConfig())
-	r := NewReloader(filepath.Join(t.TempDir(), "tiers.yaml"), h.c)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.Watch(ctx, time.Millisecond); close(done) }()
-	cancel()
-	<-done
+// Watch looks at the file at each tick of the controller's clock, not between two, and
+// returns when its ctx ends.
+func TestWatchTicksOnItsClock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiers.yaml")
+	t1 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	writeTiers(t, path, tiersYAML("2"), t1)
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Enforce, tierConfig())
+		r := NewReloader(path, h.c)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { r.Watch(ctx, time.Minute); close(done) }()
+		t.Cleanup(func() { cancel(); <-done }) // also when the test fails
+		synctest.Wait()                        // Watch waits on its ticker
+		writeTiers(t, path, tiersYAML("3"), t1.Add(time.Second))
+		h.clock.Step(time.Minute - time.Nanosecond)
+		synctest.Wait()
+		if h.only().MaxInFlight != 1 {
+			t.Fatalf("cap %d before the first tick, want 1", h.only().MaxInFlight)
+		}
+		h.clock.Step(time.Nanosecond)
+		synctest.Wait()
+		if h.only().MaxInFlight != 3 || !r.Status().OK || !r.Status().At.Equal(h.clock.Now()) {
+			t.Fatalf("at the tick: cap %d, status %+v; want 3, reloaded now", h.only().MaxInFlight, r.Status())
+		}
+	})
 }
