@@ -81,7 +81,7 @@ func TestConcurrentAdmitDone(t *testing.T) {
 						return
 					default:
 					}
-					h.clock.Advance(50 * time.Millisecond)
+					h.clock.Step(50 * time.Millisecond)
 					switch i % 100 {
 					case 30:
 						h.eng.Set(snap(h.clock.Now(), func(s *engine.Snapshot) { s.Waiting = 100 }))

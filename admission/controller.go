@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/wire"
 	"golang.org/x/time/rate"
@@ -37,13 +38,6 @@ func (m Mode) String() string {
 	return [...]string{"off", "shadow", "enforce"}[min(m, Enforce)]
 }
 
-// Clock tells the time; tests pass a fake one.
-type Clock interface{ Now() time.Time }
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
-
 // EngineSource gives the latest engine snapshot.
 type EngineSource interface{ Latest() engine.Snapshot }
 
@@ -57,7 +51,7 @@ type Options struct {
 	SLO        SLO                // the SLOs of tiers that set none
 	Engine     EngineSource       // nil: no engine signals
 	Saturation Saturation         // when the engine counts as saturated
-	Clock      Clock              // default the wall clock
+	Clock      clock.Clock        // decisions, queue deadlines, Run's ticker; default clock.Real
 	Observers  []DecisionObserver // see every decision
 }
 
@@ -85,9 +79,7 @@ type Controller struct {
 
 // New returns a Controller for cfg, which must be valid.
 func New(cfg Config, opts Options) (*Controller, error) {
-	if opts.Clock == nil {
-		opts.Clock = wallClock{}
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	opts.Saturation = opts.Saturation.withDefaults()
 	c := &Controller{opts: opts}
 	if err := c.Reload(cfg); err != nil {

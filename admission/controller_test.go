@@ -83,11 +83,11 @@ func TestTierRate(t *testing.T) {
 	}
 	wantDecision(t, h.rec.last(t), Decision{Tier: "t", Verdict: Rejected, Reason: TierRate})
 
-	h.clock.Advance(200 * time.Millisecond)
+	h.clock.Step(200 * time.Millisecond)
 	if rej := h.rejectNow(req(1), TierRate); rej.RetryAfter != 300*time.Millisecond {
 		t.Fatalf("RetryAfter %v after 200ms, want 300ms (rejections must not take tokens)", rej.RetryAfter)
 	}
-	h.clock.Advance(300 * time.Millisecond)
+	h.clock.Step(300 * time.Millisecond)
 	defer h.admitNow(req(1)).Done(ok)
 	h.rejectNow(req(1), TierRate)
 }
@@ -97,7 +97,7 @@ func TestTierRate(t *testing.T) {
 func TestTierRateRefundsRejected(t *testing.T) {
 	h := newHarness(t, Enforce, tierConfig(func(tc *TierConfig) { tc.Rate, tc.Burst, tc.MaxQueue = 1, 1, 0 }))
 	a := h.admitNow(req(1))
-	h.clock.Advance(time.Second)   // the bucket refills
+	h.clock.Step(time.Second)      // the bucket refills
 	h.rejectNow(req(1), QueueFull) // no queue: the cap turns it away as a full queue
 	a.Done(ok)
 	defer h.admitNow(req(1)).Done(ok) // the token is still there
@@ -110,7 +110,7 @@ func TestQueuedThenGranted(t *testing.T) {
 	if st := h.only(); st.InFlight != 1 || st.Queued[Interactive] != 1 {
 		t.Fatalf("stats %+v, want 1 in flight and 1 waiting", st)
 	}
-	h.clock.Advance(300 * time.Millisecond)
+	h.clock.Step(300 * time.Millisecond)
 	a.Done(ok)
 	b := h.granted(p)
 	defer b.Done(ok)
@@ -141,12 +141,12 @@ func TestQueueTimeout(t *testing.T) {
 	a := h.admitNow(req(1))
 	defer a.Done(ok)
 	p := h.admitAsync(req(1), 1)
-	h.clock.Advance(2*time.Second - time.Millisecond)
+	h.clock.Step(2*time.Second - time.Millisecond)
 	h.c.Tick()
 	if got := h.only().Queued[Interactive]; got != 1 {
 		t.Fatalf("%d waiting just before the deadline, want 1", got)
 	}
-	h.clock.Advance(time.Millisecond)
+	h.clock.Step(time.Millisecond)
 	h.c.Tick()
 	rej := h.refused(p, QueueTimeout)
 	if rej.Status() != http.StatusTooManyRequests || rej.RetryAfter <= 0 {
@@ -163,7 +163,7 @@ func TestQueueTimeout(t *testing.T) {
 func (h *harness) serveAtOneASecond(n int) {
 	h.t.Helper()
 	for range n {
-		h.clock.Advance(time.Second)
+		h.clock.Step(time.Second)
 		h.admitNow(req(1)).Done(ok)
 	}
 }
@@ -195,7 +195,7 @@ func TestClientGoneWhileQueued(t *testing.T) {
 	h := newHarness(t, Enforce, tierConfig())
 	a := h.admitNow(req(1))
 	p := h.admitAsync(req(1), 1)
-	h.clock.Advance(500 * time.Millisecond)
+	h.clock.Step(500 * time.Millisecond)
 	p.cancel()
 	o := p.result()
 	if o.tk != nil || !errors.Is(o.err, context.Canceled) {
@@ -267,7 +267,7 @@ func TestSaturation(t *testing.T) {
 			if got := h.only().Queued[Interactive]; got != 1 {
 				t.Fatalf("granted while the engine is saturated (%d waiting)", got)
 			}
-			h.clock.Advance(time.Second)
+			h.clock.Step(time.Second)
 			h.eng.Set(snap(h.clock.Now()))
 			if holder != nil {
 				holder.Done(ok)

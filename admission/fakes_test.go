@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
@@ -16,28 +17,6 @@ import (
 // epoch is where fake clocks start: any fixed time far from the wall clock, so that
 // code reading the wall clock by mistake shows.
 var epoch = time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
-
-// fakeClock is a Clock that moves only when told to.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func newFakeClock() *fakeClock { return &fakeClock{now: epoch} }
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
-
-var _ Clock = (*fakeClock)(nil)
 
 // fakeEngine is an EngineSource returning whatever snapshot it was last given.
 type fakeEngine struct {
@@ -108,7 +87,7 @@ var _ DecisionObserver = (*recorder)(nil)
 type harness struct {
 	t     *testing.T
 	c     *Controller
-	clock *fakeClock
+	clock *clock.Fake
 	eng   *fakeEngine
 	rec   *recorder
 }
@@ -117,7 +96,7 @@ type harness struct {
 // set before it runs). The engine starts fresh and idle.
 func newHarness(t *testing.T, mode Mode, cfg Config, opts ...func(*Options)) *harness {
 	t.Helper()
-	h := &harness{t: t, clock: newFakeClock(), eng: &fakeEngine{}, rec: &recorder{}}
+	h := &harness{t: t, clock: clock.NewFake(epoch), eng: &fakeEngine{}, rec: &recorder{}}
 	h.eng.Set(snap(h.clock.Now()))
 	o := Options{
 		Mode: mode, SLO: SLO{TTFT: Duration(time.Second), TPOT: Duration(100 * time.Millisecond)},

@@ -170,12 +170,12 @@ func TestFeedbackLoop(t *testing.T) {
 		t.Fatalf("after misses: limit %v p95 %v/%v, want 2, 3s/10ms", st.Limit, st.P95TTFT, st.P95TPOT)
 	}
 	h.finishWith(5, slow)
-	h.clock.Advance(time.Second)
+	h.clock.Step(time.Second)
 	h.c.Tick() // within the interval
 	if st := h.only(); st.Limit != 2 {
 		t.Fatalf("limit %v changed before the interval", st.Limit)
 	}
-	h.clock.Advance(time.Second)
+	h.clock.Step(time.Second)
 	h.c.Tick()
 	if st := h.only(); st.Limit != 1 {
 		t.Fatalf("limit %v, want 1 (the floor)", st.Limit)
@@ -183,7 +183,7 @@ func TestFeedbackLoop(t *testing.T) {
 
 	// SLOs met but nobody waiting: the cap stays.
 	h.finishWith(5, fast)
-	h.clock.Advance(2 * time.Second)
+	h.clock.Step(2 * time.Second)
 	h.c.Tick()
 	if st := h.only(); st.Limit != 1 {
 		t.Fatalf("limit %v grew with nobody waiting", st.Limit)
@@ -192,7 +192,7 @@ func TestFeedbackLoop(t *testing.T) {
 	// Met and a request waits: the cap grows, and the waiter goes at once.
 	a := h.admitNow(req(1))
 	p := h.admitAsync(req(1), 1)
-	h.clock.Advance(2 * time.Second)
+	h.clock.Step(2 * time.Second)
 	h.c.Tick()
 	b := h.granted(p)
 	if st := h.only(); st.Limit != 2 || st.InFlight != 2 {

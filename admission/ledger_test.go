@@ -123,7 +123,7 @@ func TestLedger(t *testing.T) {
 			run: turnedAwayFromQueue(ClientGone, func(_ *harness, p *pending) { p.cancel() })},
 		{name: "the queue wait runs out: never counts", modes: []Mode{Enforce}, cfg: tierConfig(),
 			run: turnedAwayFromQueue(QueueTimeout, func(h *harness, _ *pending) {
-				h.clock.Advance(2 * time.Second)
+				h.clock.Step(2 * time.Second)
 				h.c.Tick()
 			})},
 		{name: "the engine goes down while it waits: never counts", modes: []Mode{Enforce}, cfg: tierConfig(),

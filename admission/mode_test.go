@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/slogate/slogate/engine"
@@ -77,11 +78,36 @@ func TestNewRejectsInvalidConfig(t *testing.T) {
 	}
 }
 
-func TestRunStopsWithContext(t *testing.T) {
-	h := newHarness(t, Enforce, tierConfig())
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { h.c.Run(ctx, time.Millisecond); close(done) }()
-	cancel()
-	<-done
+// Run ticks on the controller's clock, and returns when its ctx ends. Run here in a
+// synctest bubble: synctest.Wait returns once the tick the clock's step fired has been
+// handled, so the waiter's fate at each step is exact. The queue wait is 2s; the ticker
+// ticks every nanosecond, so a step of the clock makes one tick at its end.
+func TestRunTicksOnItsClock(t *testing.T) {
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Enforce, tierConfig())
+		running := h.admitNow(req(10))
+		defer running.Done(ok)
+		p := h.admitAsync(req(10), 1)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { h.c.Run(ctx, time.Nanosecond); close(done) }()
+		t.Cleanup(func() { p.cancel(); cancel(); <-done }) // also when the test fails
+		synctest.Wait()                                    // Run waits on its ticker
+		h.clock.Step(2*time.Second - time.Nanosecond)
+		synctest.Wait()
+		select {
+		case o := <-p.ch:
+			t.Fatalf("a tick before the queue wait ran out turned the waiter away: %v", o.err)
+		default:
+		}
+		h.clock.Step(time.Nanosecond)
+		synctest.Wait()
+		select {
+		case o := <-p.ch:
+			p.ch <- o
+		default: // a ticker not on the controller's clock has not ticked: the bubble's time stood still
+			t.Fatal("no tick of the controller's clock turned the waiter away at its deadline")
+		}
+		h.refused(p, QueueTimeout)
+	})
 }

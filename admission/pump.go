@@ -136,13 +136,13 @@ func (c *Controller) dropRetired() {
 
 // Run calls Tick every interval until ctx is done.
 func (c *Controller) Run(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
+	t := c.opts.Clock.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			c.Tick()
 		}
 	}

@@ -6,6 +6,8 @@ import (
 	"os"
 	"sync"
 	"time"
+
+	"github.com/slogate/slogate/clock"
 )
 
 // Reloader keeps a Controller's tiers in step with a tiers file: on request (SIGHUP, an
@@ -14,7 +16,7 @@ import (
 type Reloader struct {
 	path  string
 	ctrl  *Controller
-	clock Clock
+	clock clock.Clock
 
 	mu      sync.Mutex
 	modTime time.Time
@@ -66,13 +68,13 @@ func (r *Reloader) Status() ReloadStatus {
 // mounted ConfigMap by swapping a symlink, which os.Stat follows), checking every
 // interval until ctx is done.
 func (r *Reloader) Watch(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
+	t := r.clock.NewTicker(interval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 		}
 		r.check()
 	}

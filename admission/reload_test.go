@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"testing"
+	"testing/synctest"
 	"time"
 )
 
@@ -125,7 +126,7 @@ func TestReloadRetiresRemovedTiers(t *testing.T) {
 		if err := h.c.Reload(only("new")); err != nil {
 			t.Fatal(err)
 		}
-		h.clock.Advance(2 * time.Second)
+		h.clock.Step(2 * time.Second)
 		h.c.Tick()
 		if rej := h.refused(p, QueueTimeout); rej.Tier != "old" {
 			t.Fatalf("rejected in %q", rej.Tier)
@@ -194,7 +195,7 @@ func TestReloadKeepsBucket(t *testing.T) {
 	if rej := h.rejectNow(req(1), TierRate); rej.RetryAfter != 250*time.Millisecond {
 		t.Fatalf("RetryAfter %v at the new rate, want 250ms", rej.RetryAfter)
 	}
-	h.clock.Advance(250 * time.Millisecond)
+	h.clock.Step(250 * time.Millisecond)
 	defer h.admitNow(req(1)).Done(ok)
 }
 
@@ -230,13 +231,13 @@ func TestReloader(t *testing.T) {
 	wantStatus(true, epoch)
 
 	// An explicit reload (SIGHUP, POST /-/reload), good and bad.
-	h.clock.Advance(time.Second)
+	h.clock.Step(time.Second)
 	writeTiers(t, path, tiersYAML("3"), t1.Add(time.Second))
 	if err := r.Reload(); err != nil || capOf() != 3 {
 		t.Fatalf("Reload = %v, cap %d; want nil, 3", err, capOf())
 	}
 	wantStatus(true, h.clock.Now())
-	h.clock.Advance(time.Second)
+	h.clock.Step(time.Second)
 	writeTiers(t, path, "tiers: [{name: t, max_in_flight: 0}]\n", t1.Add(2*time.Second))
 	if err := r.Reload(); !errors.Is(err, ErrInvalidConfig) || capOf() != 3 {
 		t.Fatalf("Reload = %v, cap %d; want ErrInvalidConfig, 3 kept", err, capOf())
@@ -244,7 +245,7 @@ func TestReloader(t *testing.T) {
 	wantStatus(false, h.clock.Now())
 
 	// Watch's rounds: a change of modification time reloads, nothing else does.
-	h.clock.Advance(time.Second)
+	h.clock.Step(time.Second)
 	writeTiers(t, path, tiersYAML("4"), t1.Add(3*time.Second))
 	r.check()
 	wantStatus(true, h.clock.Now())
@@ -252,16 +253,16 @@ func TestReloader(t *testing.T) {
 		t.Fatalf("cap %d after a change, want 4", capOf())
 	}
 	last := h.clock.Now()
-	h.clock.Advance(time.Second)
+	h.clock.Step(time.Second)
 	r.check()
 	wantStatus(true, last) // unchanged file: no reload
 
-	h.clock.Advance(time.Second)
+	h.clock.Step(time.Second)
 	writeTiers(t, path, "tiers: [", t1.Add(4*time.Second))
 	r.check()
 	wantStatus(false, h.clock.Now())
 	last = h.clock.Now()
-	h.clock.Advance(time.Second)
+	h.clock.Step(time.Second)
 	r.check() // the same broken file is not parsed again
 	wantStatus(false, last)
 
@@ -274,17 +275,17 @@ func TestReloader(t *testing.T) {
 	if err := os.Remove(path); err != nil {
 		t.Fatal(err)
 	}
-	h.clock.Advance(time.Second)
+	h.clock.Step(time.Second)
 	r.check()
 	wantStatus(false, h.clock.Now())
 	if !errors.Is(r.Status().Err, os.ErrNotExist) {
 		t.Fatalf("err %v, want not-exist", r.Status().Err)
 	}
 	last = h.clock.Now()
-	h.clock.Advance(time.Second)
+	h.clock.Step(time.Second)
 	r.check()
 	wantStatus(false, last)
-	h.clock.Advance(time.Second)
+	h.clock.Step(time.Second)
 	writeTiers(t, path, tiersYAML("6"), t1.Add(5*time.Second)) // back, with its old time
 	r.check()
 	wantStatus(true, h.clock.Now())
@@ -316,12 +317,30 @@ func TestReloaderMissingAtStart(t *testing.T) {
 	}
 }
 
-func TestWatchStopsWithContext(t *testing.T) {
-	h := newHarness(t, Enforce, tierConfig())
-	r := NewReloader(filepath.Join(t.TempDir(), "tiers.yaml"), h.c)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { r.Watch(ctx, time.Millisecond); close(done) }()
-	cancel()
-	<-done
+// Watch looks at the file at each tick of the controller's clock, not between two, and
+// returns when its ctx ends.
+func TestWatchTicksOnItsClock(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "tiers.yaml")
+	t1 := time.Date(2024, 1, 1, 0, 0, 0, 0, time.UTC)
+	writeTiers(t, path, tiersYAML("2"), t1)
+	synctest.Test(t, func(t *testing.T) {
+		h := newHarness(t, Enforce, tierConfig())
+		r := NewReloader(path, h.c)
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan struct{})
+		go func() { r.Watch(ctx, time.Minute); close(done) }()
+		t.Cleanup(func() { cancel(); <-done }) // also when the test fails
+		synctest.Wait()                        // Watch waits on its ticker
+		writeTiers(t, path, tiersYAML("3"), t1.Add(time.Second))
+		h.clock.Step(time.Minute - time.Nanosecond)
+		synctest.Wait()
+		if h.only().MaxInFlight != 1 {
+			t.Fatalf("cap %d before the first tick, want 1", h.only().MaxInFlight)
+		}
+		h.clock.Step(time.Nanosecond)
+		synctest.Wait()
+		if h.only().MaxInFlight != 3 || !r.Status().OK || !r.Status().At.Equal(h.clock.Now()) {
+			t.Fatalf("at the tick: cap %d, status %+v; want 3, reloaded now", h.only().MaxInFlight, r.Status())
+		}
+	})
 }

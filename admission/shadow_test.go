@@ -216,7 +216,7 @@ func TestShadowRejectedKeepsSlotsFree(t *testing.T) {
 	b := h.admitNow(req(1))
 	wantDecision(t, h.rec.last(t), Decision{Verdict: Rejected, Reason: TierRate, Shadow: true})
 	a.Done(ok)
-	h.clock.Advance(time.Second)
+	h.clock.Step(time.Second)
 	c := h.admitNow(req(1)) // b runs, but enforce would have had the slot free
 	wantDecision(t, h.rec.last(t), Decision{Verdict: Admitted, Shadow: true})
 	if st := h.only(); st.InFlight != 2 {
@@ -235,7 +235,7 @@ func TestShadowTickFreesVirtualPlaces(t *testing.T) {
 		a, b := h.admitNow(req(1)), h.admitNow(req(1))
 		c := h.admitNow(req(1))
 		wantDecision(t, h.rec.last(t), Decision{Verdict: Rejected, Reason: QueueFull, Shadow: true})
-		h.clock.Advance(2 * time.Second)
+		h.clock.Step(2 * time.Second)
 		h.c.Tick() // b would have timed out
 		if st := h.only(); st.queuedTotal() != 0 || st.InFlight != 3 {
 			t.Fatalf("stats %+v", st)

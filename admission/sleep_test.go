@@ -27,7 +27,7 @@ func TestSleepingEngine(t *testing.T) {
 			h.refused(waiter, EngineDown)
 			first.Done(ok)
 
-			h.clock.Advance(time.Second)
+			h.clock.Step(time.Second)
 			h.eng.Set(snap(h.clock.Now())) // awake again
 			h.admitNow(req(1)).Done(ok)
 			wantDecision(t, h.rec.last(t), Decision{Verdict: Admitted})

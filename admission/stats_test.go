@@ -32,7 +32,7 @@ func TestStats(t *testing.T) {
 
 	// Completions one second apart, with TTFTs 100..300ms and TPOTs 10..30ms.
 	for i := 1; i <= 3; i++ {
-		h.clock.Advance(time.Second)
+		h.clock.Step(time.Second)
 		h.admitNow(req(1)).Done(measure.Result{Stream: true, Outcome: measure.OK,
 			TTFT: time.Duration(i) * 100 * time.Millisecond, TPOT: time.Duration(i) * 10 * time.Millisecond})
 	}
@@ -56,7 +56,7 @@ func TestStats(t *testing.T) {
 	if a.ServiceRate != 1 {
 		t.Fatalf("service rate %v, want 1/s", a.ServiceRate)
 	}
-	h.clock.Advance(10 * time.Second)
+	h.clock.Step(10 * time.Second)
 	if r := h.tierStats("a").ServiceRate; r != 0 {
 		t.Fatalf("service rate %v with nothing done in the last 10s, want 0", r)
 	}

@@ -17,30 +17,30 @@ import (
 // up, and that a healthy engine's /health is asked once per healthEvery, not per scrape.
 func TestScrapeHealth(t *testing.T) {
 	e := &fakeEngine{metrics: "vllm:num_requests_waiting 1\n", health: http.StatusServiceUnavailable}
-	sc, clock, _ := startFake(t, e, KindAuto)
+	sc, clk, _ := startFake(t, e, KindAuto)
 	ctx := context.Background()
 	if s := sc.Scrape(ctx); s.Up || !errors.Is(s.Err, ErrUnhealthy) {
 		t.Fatalf("with /health 503: up %v, err %v; want down with ErrUnhealthy", s.Up, s.Err)
 	}
-	clock.Advance(time.Second)
+	clk.Step(time.Second)
 	if s := sc.Scrape(ctx); s.Up || e.healthHits.Load() != 2 {
 		t.Errorf("an unhealthy engine is asked again on the next scrape: up %v, %d asks", s.Up, e.healthHits.Load())
 	}
 	e.set(func(e *fakeEngine) { e.health = http.StatusOK })
-	clock.Advance(time.Second)
+	clk.Step(time.Second)
 	if s := sc.Scrape(ctx); !s.Up || s.Err != nil || s.Waiting != 1 {
 		t.Fatalf("with /health 200: up %v, err %v, waiting %v; want up", s.Up, s.Err, s.Waiting)
 	}
 	asked := e.healthHits.Load()
 	for range 9 { // 9 more scrapes a second apart: /health at most twice more
-		clock.Advance(time.Second)
+		clk.Step(time.Second)
 		sc.Scrape(ctx)
 	}
 	if n := e.healthHits.Load() - asked; n < 1 || n > 2 {
 		t.Errorf("/health asked %d times in 9 s of healthy scrapes, want once per %s", n, healthEvery)
 	}
 	e.set(func(e *fakeEngine) { e.health = 0 }) // 404: an engine without the endpoint
-	clock.Advance(healthEvery)
+	clk.Step(healthEvery)
 	if s := sc.Scrape(ctx); !s.Up {
 		t.Errorf("an engine without /health: up %v, err %v; want up", s.Up, s.Err)
 	}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"slices"
 	"testing"
+	"time"
 
 	"go.uber.org/goleak"
 )
@@ -18,6 +19,10 @@ func TestMain(m *testing.M) {
 }
 
 var nan = math.NaN()
+
+// hangLimit turns a hang into a failure. It bounds waits that end as soon as the code
+// does what it should; nothing is asserted about time.
+const hangLimit = 30 * time.Second
 
 // floatEq reports whether got and want are the same measurement: both unknown, or equal
 // up to float rounding.

@@ -18,9 +18,10 @@ const modelsRecheck = 5 * time.Second
 // recheck is the state of the reads of /v1/models outside the scrape loop: at most one
 // in flight (counting the scrape loop's own), at most one started per modelsRecheck.
 type recheck struct {
-	mu      sync.Mutex // guards the fields below; taken after Scraper.mu, never before
-	reading bool       // a /v1/models read is in flight
-	started time.Time  // when UnknownModel last started a read; zero if never
+	mu      sync.Mutex    // guards the fields below; taken after Scraper.mu, never before
+	reading bool          // a /v1/models read is in flight
+	ended   chan struct{} // closed when the read in flight ends
+	started time.Time     // when UnknownModel last started a read; zero if never
 }
 
 // begin claims the one read allowed in flight; it reports false if one already is.
@@ -32,7 +33,7 @@ func (r *recheck) begin(now time.Time, limit bool) bool {
 	if r.reading || limit && !r.started.IsZero() && now.Sub(r.started) < modelsRecheck {
 		return false
 	}
-	r.reading = true
+	r.reading, r.ended = true, make(chan struct{})
 	if limit {
 		r.started = now
 	}
@@ -43,6 +44,20 @@ func (r *recheck) end() {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.reading = false
+	close(r.ended)
+}
+
+// idle returns a channel closed once no read of /v1/models is in flight: the one in
+// flight now, if any, has ended and stored what it read.
+func (r *recheck) idle() <-chan struct{} {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if !r.reading {
+		c := make(chan struct{})
+		close(c)
+		return c
+	}
+	return r.ended
 }
 
 // UnknownModel tells the scraper that a request named a model it does not list among
@@ -76,7 +91,7 @@ func (s *Scraper) reread() {
 		s.models, s.modelsAt = models, s.clock.Now()
 		snap := s.Latest()
 		snap.Models = models
-		s.latest.Store(&snap)
+		s.store(&snap)
 		s.mu.Unlock()
 	}
 	s.recheck.end()

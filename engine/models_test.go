@@ -7,6 +7,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/slogate/slogate/clock"
 )
 
 // gatedModels holds every /v1/models request of e until the test sends on (or closes)
@@ -23,16 +25,13 @@ func (g gatedModels) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	g.e.ServeHTTP(w, r)
 }
 
-// awaitModels polls until the scraper's latest snapshot lists want; the bound is
-// generous, as the read runs on its own goroutine.
+// awaitModels waits until the read of /v1/models in flight has ended, and checks that
+// the scraper's latest snapshot lists want.
 func awaitModels(t *testing.T, sc *Scraper, want []string) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !slices.Equal(sc.Latest().Models, want) {
-		if time.Now().After(deadline) {
-			t.Fatalf("Models = %v, want %v", sc.Latest().Models, want)
-		}
-		time.Sleep(time.Millisecond)
+	awaitIdle(t, sc)
+	if got := sc.Latest().Models; !slices.Equal(got, want) {
+		t.Fatalf("Models = %v, want %v", got, want)
 	}
 }
 
@@ -44,8 +43,8 @@ func TestUnknownModelRereads(t *testing.T) {
 	g := gatedModels{e: e, open: make(chan struct{}, 10)}
 	srv := httptest.NewServer(g)
 	t.Cleanup(srv.Close)
-	clock := newFakeClock()
-	sc := NewScraper(ScraperConfig{BaseURL: srv.URL, Clock: clock, Timeout: 10 * time.Second})
+	clk := clock.NewFake(epoch)
+	sc := NewScraper(ScraperConfig{BaseURL: srv.URL, Clock: clk, Timeout: 10 * time.Second})
 	g.open <- struct{}{}
 	if s := sc.Scrape(context.Background()); !slices.Equal(s.Models, []string{"llama"}) {
 		t.Fatalf("first scrape: Models = %v", s.Models)
@@ -57,7 +56,6 @@ func TestUnknownModelRereads(t *testing.T) {
 	sc.UnknownModel("lora-a")
 	g.open <- struct{}{}
 	awaitModels(t, sc, []string{"llama", "lora-a"})
-	awaitIdle(t, sc)
 	if got := e.modelsHits.Load(); got != 2 {
 		t.Errorf("/v1/models read %d times, want 2", got)
 	}
@@ -67,7 +65,7 @@ func TestUnknownModelRereads(t *testing.T) {
 	}
 
 	// Within modelsRecheck of the last re-read, unknown names start no read.
-	clock.Advance(modelsRecheck - time.Nanosecond)
+	clk.Step(modelsRecheck - time.Nanosecond)
 	for range 100 {
 		sc.UnknownModel("made-up")
 	}
@@ -77,12 +75,12 @@ func TestUnknownModelRereads(t *testing.T) {
 
 	// Once it has passed, one read starts, and none more while it is in flight, not
 	// even by the scrape loop, whose names are a minute old by then.
-	clock.Advance(time.Nanosecond)
+	clk.Step(time.Nanosecond)
 	sc.UnknownModel("made-up")
 	if !inFlight(sc) {
 		t.Fatal("no read started modelsRecheck after the last one")
 	}
-	clock.Advance(time.Minute)
+	clk.Step(time.Minute)
 	sc.UnknownModel("made-up")
 	if s := sc.Scrape(context.Background()); !s.Up {
 		t.Fatalf("scrape during a re-read: %+v", s)
@@ -90,14 +88,13 @@ func TestUnknownModelRereads(t *testing.T) {
 	e.set(func(e *fakeEngine) { e.models = []string{"llama"} }) // the adapter was unloaded
 	g.open <- struct{}{}
 	awaitModels(t, sc, []string{"llama"})
-	awaitIdle(t, sc)
 	if got := e.modelsHits.Load(); got != 3 {
 		t.Errorf("/v1/models read %d times, want 3 (one in flight at a time)", got)
 	}
 
 	// A failed re-read keeps the names known before.
 	e.set(func(e *fakeEngine) { e.modelsDown = true })
-	clock.Advance(modelsRecheck)
+	clk.Step(modelsRecheck)
 	sc.UnknownModel("lora-b")
 	g.open <- struct{}{}
 	awaitIdle(t, sc)
@@ -106,15 +103,14 @@ func TestUnknownModelRereads(t *testing.T) {
 	}
 }
 
-// awaitIdle polls until no read of /v1/models is in flight.
+// awaitIdle waits until no read of /v1/models is in flight: the one in flight has
+// ended and stored what it read. The limit only turns a hang into a failure.
 func awaitIdle(t *testing.T, sc *Scraper) {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for inFlight(sc) {
-		if time.Now().After(deadline) {
-			t.Fatal("a /v1/models read is still in flight")
-		}
-		time.Sleep(time.Millisecond)
+	select {
+	case <-sc.recheck.idle():
+	case <-time.After(hangLimit):
+		t.Fatal("a /v1/models read is still in flight")
 	}
 }
 

@@ -10,14 +10,10 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/slogate/slogate/clock"
+	"github.com/slogate/slogate/internal/signal"
 )
-
-// Clock tells the time; tests pass a fake one.
-type Clock interface{ Now() time.Time }
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
 
 // maxExposition bounds the metrics body read from the engine.
 const maxExposition = 16 << 20
@@ -42,12 +38,14 @@ type Scraper struct {
 	client   *http.Client
 	kind     Kind
 	interval time.Duration
-	clock    Clock
+	clock    clock.Clock
 
 	maxBody int64         // limit of the metrics body; maxExposition but in tests
 	timeout time.Duration // of a /v1/models read started by UnknownModel
 
-	latest atomic.Pointer[Snapshot]
+	latest  atomic.Pointer[Snapshot]
+	storeMu sync.Mutex     // guards stored, taken when latest is stored
+	stored  signal.Changed // of latest (Await)
 
 	mu       sync.Mutex // guards the fields below (held by Scrape, and by a re-read to store its answer)
 	window   window
@@ -66,7 +64,7 @@ type ScraperConfig struct {
 	Timeout  time.Duration // per request; default the interval
 	Client   *http.Client  // default: a client with Timeout
 	APIKey   string        // sent as a bearer token, for engines started with --api-key
-	Clock    Clock         // default: the wall clock
+	Clock    clock.Clock   // scrape times, Run's interval, /health and /v1/models ages; default clock.Real
 }
 
 // NewScraper returns a Scraper for cfg. Until the first scrape, Latest reports the engine
@@ -81,9 +79,7 @@ func NewScraper(cfg ScraperConfig) *Scraper {
 	if cfg.Client == nil {
 		cfg.Client = &http.Client{Timeout: cfg.Timeout}
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = wallClock{}
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	s := &Scraper{
 		base: strings.TrimRight(cfg.BaseURL, "/"), apiKey: cfg.APIKey, client: cfg.Client, kind: cfg.Kind,
 		interval: cfg.Interval, clock: cfg.Clock, maxBody: maxExposition, timeout: cfg.Timeout,
@@ -101,16 +97,35 @@ func (s *Scraper) Latest() Snapshot { return *s.latest.Load() }
 
 // Run scrapes every interval until ctx is done, then returns nil.
 func (s *Scraper) Run(ctx context.Context) error {
-	t := time.NewTicker(s.interval)
+	t := s.clock.NewTicker(s.interval)
 	defer t.Stop()
 	for {
 		s.Scrape(ctx)
 		select {
 		case <-ctx.Done():
 			return nil
-		case <-t.C:
+		case <-t.C():
 		}
 	}
+}
+
+// store makes snap the latest snapshot and wakes Await.
+func (s *Scraper) store(snap *Snapshot) {
+	s.storeMu.Lock()
+	defer s.storeMu.Unlock()
+	s.latest.Store(snap)
+	s.stored.Broadcast()
+}
+
+// Await returns the latest snapshot once cond holds for it, checking each snapshot as it
+// is stored (by a scrape, or a read of /v1/models that UnknownModel started); or the last
+// one and ctx's error once ctx is done. Safe for concurrent use.
+func (s *Scraper) Await(ctx context.Context, cond func(Snapshot) bool) (Snapshot, error) {
+	return signal.Await(ctx, func() (Snapshot, <-chan struct{}) {
+		s.storeMu.Lock()
+		defer s.storeMu.Unlock()
+		return s.Latest(), s.stored.C()
+	}, cond)
 }
 
 // Scrape reads the engine once, stores and returns the new snapshot.
@@ -124,14 +139,14 @@ func (s *Scraper) Scrape(ctx context.Context) Snapshot {
 	if err != nil {
 		down := s.Latest()
 		down.Up, down.Err = false, err
-		s.latest.Store(&down)
+		s.store(&down)
 		return down
 	}
 	now := s.clock.Now()
 	snap := rd.snapshot(s.window.add(now, rd))
 	snap.Up, snap.At = true, now
 	snap.Models = s.servedModels(ctx)
-	s.latest.Store(&snap)
+	s.store(&snap)
 	return snap
 }
 

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/slogate/slogate/clock"
 )
 
 // FuzzScrape scrapes an engine twice through the Scraper, the path engine data takes
@@ -34,7 +36,7 @@ func FuzzScrape(f *testing.F) {
 	f.Fuzz(func(t *testing.T, first, second, models []byte, kind uint8, limit uint16) {
 		k := []Kind{KindAuto, KindVLLM, KindSGLang}[int(kind)%3]
 		eng := &fuzzEngine{bodies: [][]byte{first, second}, models: models}
-		sc := NewScraper(ScraperConfig{BaseURL: "http://engine", Kind: k, Client: &http.Client{Transport: eng}, Clock: fixedClock{}})
+		sc := NewScraper(ScraperConfig{BaseURL: "http://engine", Kind: k, Client: &http.Client{Transport: eng}, Clock: clock.NewFake(time.Unix(1700000000, 0))})
 		if limit > 0 {
 			sc.maxBody = int64(limit)
 		}
@@ -139,11 +141,6 @@ func (e *fuzzEngine) RoundTrip(r *http.Request) (*http.Response, error) {
 	}
 	return resp, nil
 }
-
-// fixedClock is a clock that stands still.
-type fixedClock struct{}
-
-func (fixedClock) Now() time.Time { return time.Unix(1700000000, 0) }
 
 // FuzzParseKind: ParseKind accepts exactly the names String gives (and "" for auto), and
 // a refused name gets a message quoting it.

@@ -15,31 +15,12 @@ import (
 	"testing"
 	"testing/iotest"
 	"time"
+
+	"github.com/slogate/slogate/clock"
 )
 
-// fakeClock is a Clock whose time the test sets.
-type fakeClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-var _ Clock = (*fakeClock)(nil)
-
-func newFakeClock() *fakeClock {
-	return &fakeClock{t: time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)}
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
+// epoch is where the tests' fake clocks start.
+var epoch = time.Date(2026, 3, 1, 12, 0, 0, 0, time.UTC)
 
 // fakeEngine is an engine endpoint whose answers the test changes between scrapes.
 type fakeEngine struct {
@@ -101,13 +82,13 @@ func (e *fakeEngine) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 }
 
 // startFake serves e and returns a scraper of it with a fake clock.
-func startFake(t *testing.T, e *fakeEngine, kind Kind) (*Scraper, *fakeClock, *httptest.Server) {
+func startFake(t *testing.T, e *fakeEngine, kind Kind) (*Scraper, *clock.Fake, *httptest.Server) {
 	t.Helper()
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	clock := newFakeClock()
-	sc := NewScraper(ScraperConfig{BaseURL: srv.URL + "/", Kind: kind, Clock: clock, Timeout: 10 * time.Second})
-	return sc, clock, srv
+	clk := clock.NewFake(epoch)
+	sc := NewScraper(ScraperConfig{BaseURL: srv.URL + "/", Kind: kind, Clock: clk, Timeout: 10 * time.Second})
+	return sc, clk, srv
 }
 
 // TestLatestBeforeFirstScrape checks the snapshot a new Scraper holds.
@@ -135,9 +116,9 @@ func TestLatestBeforeFirstScrape(t *testing.T) {
 // read again only once modelsEvery has passed.
 func TestScrapeClockAndModels(t *testing.T) {
 	e := &fakeEngine{metrics: string(fixture(t, "vllm_v1_dp.prom")), models: []string{"llama"}}
-	sc, clock, _ := startFake(t, e, KindAuto)
+	sc, clk, _ := startFake(t, e, KindAuto)
 	ctx := context.Background()
-	t0 := clock.Now()
+	t0 := clk.Now()
 
 	s := sc.Scrape(ctx)
 	if !s.Up || s.Err != nil || !s.At.Equal(t0) || !slices.Equal(s.Models, []string{"llama"}) {
@@ -162,10 +143,10 @@ func TestScrapeClockAndModels(t *testing.T) {
 		{59 * time.Second, 2, []string{"llama", "lora-a"}},       // fresh from t0+60s
 	}
 	for i, st := range steps {
-		clock.Advance(st.advance)
+		clk.Step(st.advance)
 		s := sc.Scrape(ctx)
-		if !s.Up || !s.At.Equal(clock.Now()) || s.Age(clock.Now()) != 0 {
-			t.Errorf("step %d: Up %v, At %v, want %v", i, s.Up, s.At, clock.Now())
+		if !s.Up || !s.At.Equal(clk.Now()) || s.Age(clk.Now()) != 0 {
+			t.Errorf("step %d: Up %v, At %v, want %v", i, s.Up, s.At, clk.Now())
 		}
 		if got := e.modelsHits.Load(); got != st.modelsHits {
 			t.Errorf("step %d: /v1/models read %d times, want %d", i, got, st.modelsHits)
@@ -180,7 +161,7 @@ func TestScrapeClockAndModels(t *testing.T) {
 
 	// A failing /v1/models keeps the names known before and is retried on every scrape.
 	e.set(func(e *fakeEngine) { e.modelsDown = true; e.models = []string{"other"} })
-	clock.Advance(time.Hour)
+	clk.Step(time.Hour)
 	for range 2 {
 		if s := sc.Scrape(ctx); !s.Up || !slices.Equal(s.Models, []string{"llama", "lora-a"}) {
 			t.Errorf("with /v1/models down: %+v", s)
@@ -244,13 +225,13 @@ func TestScrapeDown(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			e := &fakeEngine{metrics: good, models: []string{"llama"}}
-			sc, clock, srv := startFake(t, e, KindVLLM)
+			sc, clk, srv := startFake(t, e, KindVLLM)
 			ctx := context.Background()
 			first := sc.Scrape(ctx)
 			if !first.Up {
 				t.Fatalf("first scrape: %v", first.Err)
 			}
-			clock.Advance(5 * time.Second)
+			clk.Step(5 * time.Second)
 			e.set(func(e *fakeEngine) { tt.breakIt(e, srv) })
 
 			down := sc.Scrape(ctx)
@@ -263,7 +244,7 @@ func TestScrapeDown(t *testing.T) {
 			if !strings.Contains(down.Err.Error(), tt.msg) {
 				t.Errorf("Err = %q, want it to mention %q", down.Err, tt.msg)
 			}
-			if !down.At.Equal(first.At) || down.Age(clock.Now()) != 5*time.Second {
+			if !down.At.Equal(first.At) || down.Age(clk.Now()) != 5*time.Second {
 				t.Errorf("At = %v, want %v from the last good scrape", down.At, first.At)
 			}
 			for _, d := range measurementDiff(down, first) {
@@ -298,7 +279,7 @@ func counters(hits, queries, accepted, drafted float64) string {
 // first reading, after a restart and when the window saw no traffic.
 func TestScrapeWindowRatio(t *testing.T) {
 	e := &fakeEngine{}
-	sc, clock, _ := startFake(t, e, KindAuto)
+	sc, clk, _ := startFake(t, e, KindAuto)
 	ctx := context.Background()
 	steps := []struct {
 		after        time.Duration // clock advance before the scrape
@@ -320,7 +301,7 @@ func TestScrapeWindowRatio(t *testing.T) {
 		{5 * time.Second, counters(10, 120, 1, 110), 0, 0},    // traffic, nothing hit
 	}
 	for i, st := range steps {
-		clock.Advance(st.after)
+		clk.Step(st.after)
 		if st.metrics == "" {
 			e.set(func(e *fakeEngine) { e.status = http.StatusServiceUnavailable })
 			if s := sc.Scrape(ctx); s.Up {
@@ -396,22 +377,33 @@ func TestScrapeOpenMetrics(t *testing.T) {
 // TestRunStops checks that Run scrapes until its context is cancelled and then returns
 // (goleak in TestMain checks that nothing is left running).
 func TestRunStops(t *testing.T) {
+	const interval = time.Second
 	e := &fakeEngine{metrics: string(fixture(t, "sglang_cache_config.prom"))}
 	srv := httptest.NewServer(e)
 	defer srv.Close()
-	sc := NewScraper(ScraperConfig{BaseURL: srv.URL, Interval: time.Millisecond, Timeout: 10 * time.Second})
+	clk := clock.NewFake(epoch)
+	sc := NewScraper(ScraperConfig{BaseURL: srv.URL, Interval: interval, Timeout: 10 * time.Second, Clock: clk})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- sc.Run(ctx) }()
-	for e.metricsHits.Load() < 3 {
-		time.Sleep(time.Millisecond)
+	// One scrape at once, then one per tick of the interval, each stored at its time.
+	wait, stop := context.WithTimeout(ctx, hangLimit)
+	defer stop()
+	for i := range 3 {
+		if i > 0 {
+			clk.Step(interval)
+		}
+		at := epoch.Add(time.Duration(i) * interval)
+		if s, err := sc.Await(wait, func(s Snapshot) bool { return s.At.Equal(at) }); err != nil {
+			t.Fatalf("scrape %d: %v; latest %+v", i+1, err, s)
+		}
 	}
 	cancel()
 	if err := <-done; err != nil {
 		t.Errorf("Run = %v, want nil", err)
 	}
-	if s := sc.Latest(); s.Kind != KindSGLang || s.At.IsZero() {
-		t.Errorf("Latest() after Run = %+v", s)
+	if s := sc.Latest(); s.Kind != KindSGLang || !s.At.Equal(epoch.Add(2*interval)) || e.metricsHits.Load() != 3 {
+		t.Errorf("Latest() after Run = %+v, %d scrapes", s, e.metricsHits.Load())
 	}
 }
 

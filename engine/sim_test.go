@@ -14,12 +14,14 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/enginesim"
 )
 
 // sim is a simulated engine served over HTTP for the duration of a test.
 type sim struct {
 	profile enginesim.Profile
+	engine  *enginesim.Server
 	srv     *httptest.Server
 }
 
@@ -54,7 +56,7 @@ func startSimWith(t *testing.T, flavor enginesim.Flavor, edit func(*enginesim.Pr
 		cancel()
 		<-done
 	})
-	return &sim{profile: p, srv: srv}
+	return &sim{profile: p, engine: engine, srv: srv}
 }
 
 // complete sends one completion request; with stream it returns once the first event
@@ -109,14 +111,14 @@ func TestScrapeSimulator(t *testing.T) {
 			for i := range 3 {
 				s.complete(ctx, t, fmt.Sprintf(`{"model":%q,"prompt":[1,2,3,%d],"max_tokens":8,"ignore_eos":true}`, s.profile.Model, i), false)
 			}
-			clock := newFakeClock()
-			sc := NewScraper(ScraperConfig{BaseURL: s.srv.URL, Kind: tt.configured, Clock: clock, Timeout: 10 * time.Second})
+			clk := clock.NewFake(epoch)
+			sc := NewScraper(ScraperConfig{BaseURL: s.srv.URL, Kind: tt.configured, Clock: clk, Timeout: 10 * time.Second})
 			snap := sc.Scrape(ctx)
 			if !snap.Up || snap.Err != nil {
 				t.Fatalf("Scrape: up %v, %v", snap.Up, snap.Err)
 			}
-			if snap.Kind != tt.want || !snap.At.Equal(clock.Now()) {
-				t.Errorf("Kind %v, At %v; want %v, %v", snap.Kind, snap.At, tt.want, clock.Now())
+			if snap.Kind != tt.want || !snap.At.Equal(clk.Now()) {
+				t.Errorf("Kind %v, At %v; want %v, %v", snap.Kind, snap.At, tt.want, clk.Now())
 			}
 			if snap.Running != 0 || snap.Waiting != 0 {
 				t.Errorf("idle engine: Running %v, Waiting %v; want 0, 0", snap.Running, snap.Waiting)
@@ -151,14 +153,10 @@ func TestScrapeSimulatorBusy(t *testing.T) {
 			body := s.complete(ctx, t, fmt.Sprintf(`{"model":%q,"prompt":[1,2,3,4],"max_tokens":4000,"ignore_eos":true,"stream":true}`, s.profile.Model), true)
 			defer body.Close()
 
+			// The first event has come: the request runs and holds KV blocks, and the
+			// simulator's gauges are read at each scrape.
 			sc := NewScraper(ScraperConfig{BaseURL: s.srv.URL, Timeout: 10 * time.Second})
-			var snap Snapshot
-			for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-				snap = sc.Scrape(ctx)
-				if snap.Running >= 1 && snap.KVUsage > 0 {
-					break
-				}
-			}
+			snap := sc.Scrape(ctx)
 			if !snap.Up || snap.Running < 1 || !(snap.KVUsage > 0) || snap.Kind != tt.want {
 				t.Errorf("with a stream in flight: up %v, kind %v, Running %v, KVUsage %v (%v)", snap.Up, snap.Kind, snap.Running, snap.KVUsage, snap.Err)
 			}
@@ -196,13 +194,13 @@ func TestScrapeSimulatorPriority(t *testing.T) {
 			}
 		})
 	}
-	sc := NewScraper(ScraperConfig{BaseURL: s.srv.URL, Timeout: 10 * time.Second})
-	var snap Snapshot
-	for deadline := time.Now().Add(30 * time.Second); time.Now().Before(deadline); time.Sleep(2 * time.Millisecond) {
-		if snap = sc.Scrape(ctx); snap.Running == 2 && snap.Waiting == 3 {
-			break
-		}
+	wait, stop := context.WithTimeout(ctx, hangLimit)
+	defer stop()
+	if st, err := s.engine.Await(wait, func(st enginesim.Stats) bool { return st.Running == 2 && st.Waiting == 3 }); err != nil {
+		t.Fatalf("the engine never ran 2 and queued 3: %v (%+v)", err, st)
 	}
+	sc := NewScraper(ScraperConfig{BaseURL: s.srv.URL, Timeout: 10 * time.Second})
+	snap := sc.Scrape(ctx)
 	if snap.Running != 2 || snap.Waiting != 3 || snap.Kind != KindSGLang {
 		t.Errorf("2 running and 3 waiting: Running %v, Waiting %v, kind %v (%v)", snap.Running, snap.Waiting, snap.Kind, snap.Err)
 	}

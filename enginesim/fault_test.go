@@ -238,7 +238,7 @@ func TestFaultStall(t *testing.T) {
 				}
 				if tokens == 3 {
 					// The engine goes on to finish all 16 tokens; the stream stays silent.
-					eventually(t, "the engine finishes the request", func() (bool, string) {
+					sim.await("the engine finishes the request", func() (bool, string) {
 						st := sim.srv.Stats()
 						return st.FinishedByReason["length"] == 1, fmt.Sprintf("%+v", st)
 					})
@@ -274,7 +274,7 @@ func TestFaultDrop(t *testing.T) {
 		if got.done || !errors.Is(got.err, io.ErrUnexpectedEOF) {
 			t.Errorf("stream ended with [DONE] %v, error %v; want no [DONE] and io.ErrUnexpectedEOF", got.done, got.err)
 		}
-		eventually(t, "the dropped request leaves the engine", sim.idle)
+		sim.await("the dropped request leaves the engine", sim.idle)
 	})
 	t.Run("sdk chat stream", func(t *testing.T) {
 		sim := startSim(t, Config{Faults: Faults{DropAfter: 5}})
@@ -516,7 +516,7 @@ func TestFaultError(t *testing.T) {
 			if blank(got) != blank(want) {
 				t.Errorf("error event\n  %s\nhas not the shape of %s's\n  %s", got, tc.corpus, want)
 			}
-			eventually(t, "the failed request leaves the engine", sim.idle)
+			sim.await("the failed request leaves the engine", sim.idle)
 
 			status, _, body = sim.do(http.MethodPost, "/v1/completions", `{"prompt":"hi","max_tokens":16,"ignore_eos":true}`, faultHeader("error_after=5"))
 			if status != http.StatusInternalServerError || apiError(t, body).Code != http.StatusInternalServerError {

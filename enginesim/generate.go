@@ -172,6 +172,7 @@ func (s *Server) submit(j *job) *stream {
 		ID: j.id, PromptTokens: j.prompt, OutputTokens: j.output, FinishReason: j.reason,
 		MaxTokens: j.req.MaxTokens, BlockHashes: j.hashes, Arrival: j.arrival,
 	})
+	s.changed.Broadcast()
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:
@@ -187,6 +188,7 @@ func (s *Server) release(id uint64) {
 	defer s.mu.Unlock()
 	delete(s.streams, id)
 	s.sched.Abort(time.Now(), id)
+	s.changed.Broadcast()
 }
 
 // sleepCtx waits for d, reporting false if ctx ended first.

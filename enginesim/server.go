@@ -15,6 +15,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/slogate/slogate/clock"
+	"github.com/slogate/slogate/internal/signal"
 	"github.com/slogate/slogate/wire"
 )
 
@@ -30,6 +32,9 @@ type Config struct {
 	// clients and metrics see. Default 1. For quick runs of long workloads.
 	Speed  float64
 	Logger *slog.Logger // default: discard
+	// Clock measures the start-up delay (NotReadyFor); default clock.Real. The engine's
+	// steps keep to the wall clock whatever it is.
+	Clock clock.Clock
 }
 
 // Server is a model of an inference engine (vLLM or SGLang) behind their HTTP API: it
@@ -48,11 +53,12 @@ type Server struct {
 
 	lora adapters // loaded at run time (vLLM flavor, lora.go)
 
-	mu      sync.Mutex // guards sched, streams, nextID and asleep
+	mu      sync.Mutex // guards sched, streams, nextID, asleep and changed
 	asleep  bool       // vLLM sleep mode: no steps until wake_up (sleep.go)
 	sched   *Scheduler
 	streams map[uint64]*stream
 	nextID  uint64
+	changed signal.Changed // of the engine's state (Await)
 }
 
 // NewServer returns a simulated engine for cfg. It reports an invalid profile or flavour.
@@ -79,11 +85,12 @@ func NewServer(cfg Config) (*Server, error) {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	cfg.Faults = cfg.Faults.normalized() // a status alone fires always, as in FaultHeader
 	s := &Server{
 		cfg:     cfg,
 		tok:     tokenizer{vocab: cfg.Profile.Vocab},
-		started: time.Now(),
+		started: cfg.Clock.Now(),
 		reg:     prometheus.NewRegistry(),
 		wake:    make(chan struct{}, 1),
 		streams: make(map[uint64]*stream),
@@ -137,6 +144,19 @@ func (s *Server) Stats() Stats {
 	return s.sched.Stats()
 }
 
+// Await returns the engine's stats once cond holds for them, checking again after every
+// change of the engine's state (a request queued or aborted, a step planned or applied,
+// sleep and wake-up); or the last stats and ctx's error once ctx is done. It lets a test
+// or a tool wait for the engine without polling. cond is called without the engine's
+// lock held.
+func (s *Server) Await(ctx context.Context, cond func(Stats) bool) (Stats, error) {
+	return signal.Await(ctx, func() (Stats, <-chan struct{}) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.sched.Stats(), s.changed.C()
+	}, cond)
+}
+
 // Run drives the engine in real time until ctx is done: it plans a step, waits until
 // the step's modelled end, applies it and hands the new tokens to the waiting requests.
 // Steps end on the modelled timeline of the busy period they belong to, not after a
@@ -150,6 +170,7 @@ func (s *Server) Run(ctx context.Context) error {
 	for {
 		s.mu.Lock()
 		d, busy := s.step(time.Now())
+		s.changed.Broadcast()
 		s.mu.Unlock()
 		if !busy {
 			due = time.Time{}
@@ -177,6 +198,7 @@ func (s *Server) Run(ctx context.Context) error {
 				st.deliver(e)
 			}
 		}
+		s.changed.Broadcast()
 		s.mu.Unlock()
 	}
 }
@@ -194,7 +216,7 @@ func (s *Server) scaled(d time.Duration) time.Duration {
 }
 
 // ready reports whether the engine has finished its simulated start-up.
-func (s *Server) ready() bool { return time.Since(s.started) >= s.cfg.NotReadyFor }
+func (s *Server) ready() bool { return s.cfg.Clock.Since(s.started) >= s.cfg.NotReadyFor }
 
 func (s *Server) serveHealth(w http.ResponseWriter, _ *http.Request) {
 	if !s.ready() {

@@ -11,6 +11,7 @@ import (
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
 
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/wire"
 )
 
@@ -79,11 +80,17 @@ func TestHealth(t *testing.T) {
 		}
 	})
 	t.Run("becomes ready", func(t *testing.T) {
-		sim := startSim(t, Config{NotReadyFor: 200 * time.Millisecond})
-		eventually(t, "/health answers 200", func() (bool, string) {
-			status, _, _ := sim.do(http.MethodGet, "/health", "", nil)
-			return status == http.StatusOK, fmt.Sprint("status ", status)
-		})
+		const startUp = 200 * time.Millisecond
+		clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+		sim := startSim(t, Config{NotReadyFor: startUp, Clock: clk})
+		clk.Step(startUp - time.Nanosecond)
+		if status, _, _ := sim.do(http.MethodGet, "/health", "", nil); status != http.StatusServiceUnavailable {
+			t.Fatalf("a nanosecond before the start-up ends: status %d, want 503", status)
+		}
+		clk.Step(time.Nanosecond)
+		if status, _, _ := sim.do(http.MethodGet, "/health", "", nil); status != http.StatusOK {
+			t.Fatalf("once the start-up has ended: status %d, want 200", status)
+		}
 		status, _, body := sim.do(http.MethodPost, "/v1/completions", `{"prompt":"hi","max_tokens":2}`, nil)
 		if status != http.StatusOK {
 			t.Errorf("inference once ready: status %d body %s", status, body)
@@ -187,8 +194,8 @@ func TestClientDisconnect(t *testing.T) {
 			}
 			cancel()
 			s.Close()
-			eventually(t, "the engine drops the request", sim.idle)
-			eventually(t, "the abort is counted", func() (bool, string) {
+			sim.await("the engine drops the request", sim.idle)
+			sim.await("the abort is counted", func() (bool, string) {
 				n := sim.abortedCount()
 				return n == 1, fmt.Sprint("aborted ", n)
 			})
@@ -226,13 +233,13 @@ func TestQueuedClientDisconnect(t *testing.T) {
 	defer cancelB()
 	b := open(ctxB) // returns once the headers arrive; the request is queued by then
 	defer b.Close()
-	eventually(t, "the second request waits", func() (bool, string) {
+	sim.await("the second request waits", func() (bool, string) {
 		st := sim.srv.Stats()
 		return st.Running == 1 && st.Waiting == 1, fmt.Sprintf("%+v", st)
 	})
 	cancelB()
 	b.Close()
-	eventually(t, "the queued request is dropped", func() (bool, string) {
+	sim.await("the queued request is dropped", func() (bool, string) {
 		st := sim.srv.Stats()
 		n := sim.abortedCount()
 		return st.Waiting == 0 && n == 1, fmt.Sprintf("waiting %d aborted %v", st.Waiting, n)
@@ -245,8 +252,8 @@ func TestQueuedClientDisconnect(t *testing.T) {
 	}
 	cancelA()
 	a.Close()
-	eventually(t, "the engine is idle", sim.idle)
-	eventually(t, "both aborts are counted", func() (bool, string) {
+	sim.await("the engine is idle", sim.idle)
+	sim.await("both aborts are counted", func() (bool, string) {
 		n := sim.abortedCount()
 		return n == 2, fmt.Sprint("aborted ", n)
 	})

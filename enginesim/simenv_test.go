@@ -238,21 +238,20 @@ func (e *simEnv) stream(ctx context.Context, path, body string, header http.Head
 	}
 }
 
-// eventually polls cond every few milliseconds until it holds, failing the test with
-// what it last reported after a generous deadline. It asserts no timing: only that the
-// condition is reached at all.
-func eventually(t testing.TB, what string, cond func() (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		ok, state := cond()
-		if ok {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: not reached within 10s; last state: %s", what, state)
-		}
-		time.Sleep(5 * time.Millisecond)
+// await returns once cond holds, checking it after every change of the engine's state
+// (Server.Await), and fails the test with what cond last reported if it does not hold
+// within a generous limit, which only turns a hang into a failure.
+func (e *simEnv) await(what string, cond func() (bool, string)) {
+	e.t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var state string
+	if _, err := e.srv.Await(ctx, func(Stats) bool {
+		var ok bool
+		ok, state = cond()
+		return ok
+	}); err != nil {
+		e.t.Fatalf("%s: not reached: %v; last state: %s", what, err, state)
 	}
 }
 

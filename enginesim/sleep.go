@@ -77,6 +77,7 @@ func (s *Server) serveSleep(w http.ResponseWriter, r *http.Request) {
 			}
 		}
 	}
+	s.changed.Broadcast()
 	s.mu.Unlock()
 	w.WriteHeader(http.StatusOK)
 }
@@ -87,6 +88,7 @@ func (s *Server) serveWakeUp(w http.ResponseWriter, _ *http.Request) {
 	s.mu.Lock()
 	s.asleep = false
 	s.metrics.sleep.set(false, 0)
+	s.changed.Broadcast()
 	s.mu.Unlock()
 	select {
 	case s.wake <- struct{}{}:

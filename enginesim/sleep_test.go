@@ -77,7 +77,7 @@ func TestSleepRequests(t *testing.T) {
 	go func() {
 		ended <- sim.stream(context.Background(), "/v1/completions", `{"prompt":[1,2,3],"max_tokens":2000,"ignore_eos":true,"stream":true}`, nil, nil)
 	}()
-	eventually(t, "the stream to run", func() (bool, string) {
+	sim.await("the stream to run", func() (bool, string) {
 		st := sim.srv.Stats()
 		return st.Running == 1 && st.GenerationTokens > 0, fmt.Sprintf("%+v", st)
 	})
@@ -95,7 +95,7 @@ func TestSleepRequests(t *testing.T) {
 		status, _, _ := sim.do(http.MethodPost, "/v1/completions", `{"prompt":[1,2,3],"max_tokens":3,"ignore_eos":true}`, nil)
 		answered <- status
 	}()
-	eventually(t, "the request to wait", func() (bool, string) {
+	sim.await("the request to wait", func() (bool, string) {
 		st := sim.srv.Stats()
 		return st.Waiting == 1, fmt.Sprintf("%+v", st)
 	})

@@ -12,6 +12,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
@@ -38,9 +39,9 @@ func tiersConfig() admission.Config {
 
 // newController returns a controller of tiersConfig in mode, on clock, with SLOs of 2 s
 // (TTFT) and 100 ms (TPOT); opts adds the engine, observers and saturation policy.
-func newController(t testing.TB, mode admission.Mode, clock *fakeClock, opts admission.Options) *admission.Controller {
+func newController(t testing.TB, mode admission.Mode, clk *clock.Fake, opts admission.Options) *admission.Controller {
 	t.Helper()
-	opts.Mode, opts.Clock = mode, clock
+	opts.Mode, opts.Clock = mode, clk
 	opts.SLO = admission.SLO{TTFT: admission.Duration(2 * time.Second), TPOT: admission.Duration(100 * time.Millisecond)}
 	c, err := admission.New(tiersConfig(), opts)
 	if err != nil {
@@ -97,14 +98,14 @@ func admit(t testing.TB, c *admission.Controller, p wire.PromptSize, class admis
 // exercise gives ctrl's "short" tier history: two streams admitted now and finished one
 // and two seconds later, then a feedback round, so the observed p95s (500 ms, 20 ms) and
 // the service rate are known.
-func exercise(t testing.TB, ctrl *admission.Controller, clock *fakeClock) {
+func exercise(t testing.TB, ctrl *admission.Controller, clk *clock.Fake) {
 	t.Helper()
 	a := admit(t, ctrl, shortPrompt, admission.Interactive)
 	b := admit(t, ctrl, shortPrompt, admission.Interactive)
-	start := clock.Now()
-	clock.set(start.Add(time.Second))
+	start := clk.Now()
+	clk.SetTime(start.Add(time.Second))
 	a.Done(okStream)
-	clock.set(start.Add(2 * time.Second))
+	clk.SetTime(start.Add(2 * time.Second))
 	b.Done(okStream)
 	ctrl.Tick()
 }
@@ -229,7 +230,7 @@ func TestAdmissionCollectorModesAndEngine(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			ctrl := newController(t, tc.mode, &fakeClock{now: at}, admission.Options{
+			ctrl := newController(t, tc.mode, clock.NewFake(at), admission.Options{
 				Engine: tc.engine, Saturation: admission.Saturation{FailClosed: tc.failClosed},
 			})
 			_, reg := newMetrics(t, Options{Admission: ctrl})
@@ -239,8 +240,8 @@ func TestAdmissionCollectorModesAndEngine(t *testing.T) {
 }
 
 func TestAdmissionCollectorTiers(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(5000, 0)}
-	ctrl := newController(t, admission.Enforce, clock, admission.Options{})
+	clk := clock.NewFake(time.Unix(5000, 0))
+	ctrl := newController(t, admission.Enforce, clk, admission.Options{})
 	_, reg := newMetrics(t, Options{Admission: ctrl})
 
 	// Three short requests and two batch requests of xlong (its cap) in flight; a third
@@ -269,9 +270,9 @@ func TestAdmissionCollectorTiers(t *testing.T) {
 
 	// The short requests end one second apart; the first xlong request's end lets the
 	// queued one in, and then all end.
-	start := clock.Now()
+	start := clk.Now()
 	for i, tk := range short {
-		clock.set(start.Add(time.Duration(i+1) * time.Second))
+		clk.SetTime(start.Add(time.Duration(i+1) * time.Second))
 		tk.Done(okStream)
 	}
 	xlong[0].Done(measure.Result{Outcome: measure.OK, Status: 200})
@@ -307,8 +308,8 @@ func waitFor(t *testing.T, cond func() bool) {
 }
 
 func TestReloadCollector(t *testing.T) {
-	clock := &fakeClock{now: time.Unix(1000, 0)}
-	ctrl := newController(t, admission.Enforce, clock, admission.Options{})
+	clk := clock.NewFake(time.Unix(1000, 0))
+	ctrl := newController(t, admission.Enforce, clk, admission.Options{})
 	dir := t.TempDir()
 	reloads := admission.NewReloader(writeTiers(t, dir, validTiers), ctrl) // the initial load, at 1000
 	_, reg := newMetrics(t, Options{Admission: ctrl, Reloads: reloads})
@@ -329,7 +330,7 @@ func TestReloadCollector(t *testing.T) {
 	}
 	for _, s := range steps {
 		t.Run(s.name, func(t *testing.T) {
-			clock.set(time.Unix(s.at, 0))
+			clk.SetTime(time.Unix(s.at, 0))
 			if s.content != "" {
 				writeTiers(t, dir, s.content)
 				err := reloads.Reload()
@@ -372,7 +373,7 @@ func TestAdmissionTiersPrecreated(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			opts := Options{ServedModels: served("llama")}
 			if tc.src {
-				opts.Admission = newController(t, tc.mode, &fakeClock{}, admission.Options{})
+				opts.Admission = newController(t, tc.mode, clock.NewFake(time.Time{}), admission.Options{})
 			}
 			_, reg := newMetrics(t, opts)
 			got := samples(t, reg, "slogate_time_to_first_token_seconds")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/clock"
 )
 
 func TestObserveDecision(t *testing.T) {
@@ -71,7 +72,7 @@ func TestDecisionsFromController(t *testing.T) {
 	for _, mode := range []admission.Mode{admission.Enforce, admission.Shadow} {
 		t.Run(mode.String(), func(t *testing.T) {
 			var relay decisionRelay
-			ctrl, err := admission.New(cfg, admission.Options{Mode: mode, Clock: &fakeClock{now: time.Unix(1, 0)},
+			ctrl, err := admission.New(cfg, admission.Options{Mode: mode, Clock: clock.NewFake(time.Unix(1, 0)),
 				Observers: []admission.DecisionObserver{&relay}})
 			if err != nil {
 				t.Fatal(err)

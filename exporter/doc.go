@@ -29,7 +29,8 @@
 // docs/metrics.md.
 //
 // The package imports measure, engine, admission and wire but not proxy: the small
-// interfaces it needs (InFlightSource, EngineSource, AdmissionSource, ReloadSource,
-// Clock) are declared here and satisfied by the engine scraper, admission's Controller
-// (its ledger of requests in flight among them) and Reloader, and the wall clock.
+// interfaces it needs (InFlightSource, EngineSource, AdmissionSource, ReloadSource)
+// are declared here and satisfied by the engine scraper, admission's Controller (its
+// ledger of requests in flight among them) and Reloader; its Clock is slogate's
+// clock.Clock.
 package exporter

@@ -4,6 +4,8 @@ import (
 	"math"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slogate/slogate/clock"
 )
 
 // engineCollector exports the engine's latest Snapshot as engine-neutral gauges, read
@@ -13,7 +15,7 @@ import (
 // slogate_engine_scrape_age_seconds say what is going on instead.
 type engineCollector struct {
 	src   EngineSource
-	clock Clock
+	clock clock.Clock
 }
 
 var _ prometheus.Collector = engineCollector{}

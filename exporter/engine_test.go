@@ -8,6 +8,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/engine"
 )
 
@@ -115,8 +116,8 @@ func TestEngineCollector(t *testing.T) {
 	}}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := &fakeClock{now: tc.now}
-			_, reg := newMetrics(t, Options{Engine: engineStub{tc.snap}, Clock: clock})
+			clk := clock.NewFake(tc.now)
+			_, reg := newMetrics(t, Options{Engine: engineStub{tc.snap}, Clock: clk})
 			got := samples(t, reg, "slogate_engine_")
 			if len(got) != len(tc.want) {
 				t.Errorf("got %d samples, want %d: %v", len(got), len(tc.want), got)
@@ -125,7 +126,7 @@ func TestEngineCollector(t *testing.T) {
 				t.Error(d)
 			}
 			// The collector is checked: everything it emits was described.
-			if _, err := testutil.CollectAndLint(engineCollector{src: engineStub{tc.snap}, clock: clock}); err != nil {
+			if _, err := testutil.CollectAndLint(engineCollector{src: engineStub{tc.snap}, clock: clk}); err != nil {
 				t.Errorf("CollectAndLint: %v", err)
 			}
 		})
@@ -136,10 +137,10 @@ func TestEngineScrapeAgeFollowsClock(t *testing.T) {
 	at := time.Unix(5000, 0)
 	s := engine.NewSnapshot()
 	s.Kind, s.Up, s.At = engine.KindVLLM, true, at
-	clock := &fakeClock{now: at}
-	_, reg := newMetrics(t, Options{Engine: engineStub{s}, Clock: clock})
+	clk := clock.NewFake(at)
+	_, reg := newMetrics(t, Options{Engine: engineStub{s}, Clock: clk})
 	for _, step := range []time.Duration{0, 3 * time.Second, 90 * time.Second} {
-		clock.set(at.Add(step))
+		clk.SetTime(at.Add(step))
 		got := samples(t, reg, "slogate_engine_scrape_age_seconds")["slogate_engine_scrape_age_seconds"]
 		if got != step.Seconds() {
 			t.Errorf("at +%v: age %v, want %v", step, got, step.Seconds())

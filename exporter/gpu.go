@@ -15,6 +15,8 @@ import (
 	"unicode"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/slogate/slogate/clock"
 )
 
 // This file holds the GPU metrics: what a GPUSource reports, the collector that exports
@@ -281,7 +283,7 @@ func parseDCGM(setting string) (dcgmTarget, error) {
 // reading fails, so that the next reading opens a new one. Safe for concurrent use.
 type redialSource struct {
 	open  func() (GPUSource, io.Closer, error)
-	clock Clock
+	clock clock.Clock
 	retry time.Duration
 
 	mu      sync.Mutex

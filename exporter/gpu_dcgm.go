@@ -35,6 +35,8 @@ import (
 	"unsafe"
 
 	"github.com/NVIDIA/go-dcgm/pkg/dcgm"
+
+	"github.com/slogate/slogate/clock"
 )
 
 // This file reads the GPUs from NVIDIA DCGM through github.com/NVIDIA/go-dcgm, which
@@ -106,7 +108,7 @@ func OpenDCGM(setting string) (GPUSource, io.Closer, error) {
 		}
 		return c, &dcgmRelease{c: c}, nil
 	}
-	r := &redialSource{clock: wallClock{}, retry: dcgmRetryEvery, open: func() (GPUSource, io.Closer, error) {
+	r := &redialSource{clock: clock.Real{}, retry: dcgmRetryEvery, open: func() (GPUSource, io.Closer, error) {
 		c, err := openDCGMConn(t)
 		if err != nil {
 			return nil, nil, err

@@ -14,6 +14,8 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/slogate/slogate/clock"
 )
 
 // fakeGPUs is a GPUSource that returns fixed samples or a fixed error.
@@ -361,11 +363,11 @@ func TestRedialSource(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			clock := &fakeClock{now: time.Unix(1700000000, 0)}
+			clk := clock.NewFake(time.Unix(1700000000, 0))
 			d := &fakeDial{openErrs: tt.openErrs}
-			r := &redialSource{open: d.open, clock: clock, retry: 30 * time.Second}
+			r := &redialSource{open: d.open, clock: clk, retry: 30 * time.Second}
 			for i, s := range tt.steps {
-				clock.set(clock.Now().Add(s.after))
+				clk.SetTime(clk.Now().Add(s.after))
 				d.readErr = s.readErr
 				_, err := r.Devices(context.Background())
 				if (err != nil) != s.wantErr || d.opens != s.opens || d.closes != s.closes {

@@ -5,9 +5,7 @@ import (
 	"slices"
 	"sort"
 	"strings"
-	"sync"
 	"testing"
-	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -16,24 +14,6 @@ import (
 
 func TestMain(m *testing.M) {
 	goleak.VerifyTestMain(m)
-}
-
-// fakeClock is a clock the test sets.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) set(t time.Time) {
-	c.mu.Lock()
-	c.now = t
-	c.mu.Unlock()
 }
 
 // served returns a ServedModels function for a fixed list.

@@ -9,6 +9,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promauto"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/clock"
 )
 
 // This file holds every metric slogate exports: the per-request and per-decision metrics
@@ -72,9 +73,7 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 	if err := opts.Validate(); err != nil {
 		panic(err)
 	}
-	if opts.Clock == nil {
-		opts.Clock = wallClock{}
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	f := promauto.With(reg)
 	hist := func(name, help string, b []float64, labels ...string) *prometheus.HistogramVec {
 		return f.NewHistogramVec(histogramOpts(opts.NativeHistograms, name, help, b), labels)

@@ -22,6 +22,7 @@ import (
 	"github.com/prometheus/common/model"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
@@ -225,9 +226,9 @@ func fullRegistry(t *testing.T, native bool) (*Metrics, *prometheus.Registry) {
 	snap.Waiting, snap.Running, snap.KVUsage, snap.KVCapacityTokens = 2, 8, 0.5, 1e6
 	snap.PrefixHitRatio, snap.Preemptions, snap.SpecAcceptRate = 0.3, 4, 0.7
 	snap.Models = []string{"llama"}
-	clock := &fakeClock{now: time.Unix(1002, 0)}
+	clk := clock.NewFake(time.Unix(1002, 0))
 	var relay decisionRelay
-	ctrl := newController(t, admission.Shadow, clock, admission.Options{Engine: engineStub{snap}, Observers: []admission.DecisionObserver{&relay}})
+	ctrl := newController(t, admission.Shadow, clk, admission.Options{Engine: engineStub{snap}, Observers: []admission.DecisionObserver{&relay}})
 	reloads := admission.NewReloader(writeTiers(t, t.TempDir(), validTiers), ctrl)
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
@@ -235,10 +236,10 @@ func fullRegistry(t *testing.T, native bool) (*Metrics, *prometheus.Registry) {
 		TTFT: 2 * time.Second, TPOT: 100 * time.Millisecond, ServedModels: served("llama"),
 		NativeHistograms: native, Version: "v1.2.3", Revision: "abc123",
 		InFlight: inFlightStub{3, 4096}, Engine: engineStub{snap},
-		Admission: ctrl, Reloads: reloads, Clock: clock,
+		Admission: ctrl, Reloads: reloads, Clock: clk,
 	})
 	relay.m = m
-	exercise(t, ctrl, clock)
+	exercise(t, ctrl, clk)
 	for _, src := range []measure.TokenSource{measure.TokensUsage, measure.TokensChunks} {
 		m.Observe(wire.Request{Route: wire.RouteChatCompletions, Model: "llama", Stream: true},
 			measure.Result{Route: wire.RouteChatCompletions, Stream: true, Status: 200, Outcome: measure.OK,

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
@@ -86,8 +87,8 @@ func TestAdapterLabelledAfterReread(t *testing.T) {
 	e := &adapterEngine{}
 	srv := httptest.NewServer(e)
 	t.Cleanup(srv.Close)
-	clock := &fakeClock{now: time.Unix(1000, 0)} // never advanced
-	sc := engine.NewScraper(engine.ScraperConfig{BaseURL: srv.URL, Clock: clock, Timeout: 10 * time.Second})
+	clk := clock.NewFake(time.Unix(1000, 0)) // never advanced
+	sc := engine.NewScraper(engine.ScraperConfig{BaseURL: srv.URL, Clock: clk, Timeout: 10 * time.Second})
 	if s := sc.Scrape(context.Background()); !s.Up || !slices.Equal(s.Models, []string{"llama"}) {
 		t.Fatalf("first scrape: %+v", s)
 	}
@@ -96,13 +97,16 @@ func TestAdapterLabelledAfterReread(t *testing.T) {
 	e.load()
 	req := wire.Request{Route: wire.RouteCompletions, Model: "sql-lora"}
 	res := measure.Result{Route: wire.RouteCompletions, Status: 200, Outcome: measure.OK, E2E: time.Second}
-	deadline := time.Now().Add(10 * time.Second)
-	for m.Model("sql-lora") != "sql-lora" {
-		if time.Now().After(deadline) {
-			t.Fatalf("requests for the adapter still recorded as %q", m.Model("sql-lora"))
-		}
-		m.Observe(req, res)
-		time.Sleep(time.Millisecond)
+	// The first request is for a model the scraper does not list yet: it is recorded as
+	// another model's, and makes the scraper read /v1/models again.
+	m.Observe(req, res)
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second) // a hang, not a time, fails
+	defer cancel()
+	if s, err := sc.Await(ctx, func(s engine.Snapshot) bool { return slices.Contains(s.Models, "sql-lora") }); err != nil {
+		t.Fatalf("the re-read never listed the adapter: %v (%v)", err, s.Models)
+	}
+	if got := m.Model("sql-lora"); got != "sql-lora" {
+		t.Fatalf("requests for the adapter still recorded as %q", got)
 	}
 	m.Observe(req, res)
 	key := `slogate_requests_total{code="200",model="sql-lora",outcome="ok",route="completions",tier="none"}`

@@ -9,16 +9,9 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/engine"
 )
-
-// Clock tells the time; tests pass a fake one. measure.WallClock and any type with a
-// Now method satisfy it.
-type Clock interface{ Now() time.Time }
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
 
 // InFlightSource reports the inference requests in flight and the KV tokens they hold.
 // admission.Controller satisfies it with its ledger. InFlight must be safe for
@@ -190,8 +183,8 @@ type Options struct {
 	// gauges; nil when the sidecar does not calibrate.
 	Calibration CalibrationSource
 
-	// Clock is used for the engine scrape age; default the wall clock.
-	Clock Clock
+	// Clock is used for the engine scrape age; default clock.Real.
+	Clock clock.Clock
 }
 
 // DefaultTTFTBuckets are vLLM's time-to-first-token buckets, in seconds, so slogate's

@@ -7,15 +7,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/internal/conformance"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
 )
-
-// tickClock advances by a fixed step on every reading.
-type tickClock struct{ t time.Time }
-
-func (c *tickClock) Now() time.Time { c.t = c.t.Add(10 * time.Millisecond); return c.t }
 
 // TestStreamConformance runs the outcome and token rules over every transcript of the
 // corpus (wire/testdata/streams): what the engines really write must be measured as the
@@ -35,7 +31,8 @@ func TestStreamConformance(t *testing.T) {
 			if !ok {
 				t.Fatalf("unknown route %q", s.Expect.Route)
 			}
-			rec := measure.NewRecorder(route, true, measure.Options{Clock: &tickClock{t: time.Unix(1_700_000_000, 0)}})
+			clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+			rec := measure.NewRecorder(route, true, measure.Options{Clock: clk})
 			r := wire.NewSSEReader(bytes.NewReader(s.Body), wire.DefaultMaxEvent)
 			for {
 				ev, err := r.Next()
@@ -45,6 +42,7 @@ func TestStreamConformance(t *testing.T) {
 				if err != nil {
 					t.Fatalf("reading the transcript: %v", err)
 				}
+				clk.Step(10 * time.Millisecond)
 				rec.Event(ev)
 			}
 			if got := conformance.Of(rec.Finish(200, measure.OK)); got != s.Expect {

@@ -3,21 +3,13 @@ package measure
 import (
 	"time"
 
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/wire"
 )
 
-// Clock tells the time; tests pass a fake one.
-type Clock interface{ Now() time.Time }
-
-// WallClock is the real clock.
-type WallClock struct{}
-
-// Now returns time.Now().
-func (WallClock) Now() time.Time { return time.Now() }
-
 // Options configure a Recorder.
 type Options struct {
-	Clock    Clock               // default WallClock
+	Clock    clock.Clock         // default clock.Real
 	KeepGaps bool                // keep every gap in Result.Gaps (the prober does; the proxy need not)
 	OnGap    func(time.Duration) // called with each gap as it is measured, if set
 }
@@ -38,9 +30,7 @@ type Recorder struct {
 // NewRecorder starts measuring a request sent to route; the clock's current time is
 // the dispatch time.
 func NewRecorder(route wire.Route, stream bool, opts Options) *Recorder {
-	if opts.Clock == nil {
-		opts.Clock = WallClock{}
-	}
+	opts.Clock = clock.Or(opts.Clock)
 	r := &Recorder{opts: opts}
 	r.res.Route, r.res.Stream = route, stream
 	r.res.Start = opts.Clock.Now()

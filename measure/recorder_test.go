@@ -4,14 +4,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/wire"
 )
-
-// stepClock is a clock the test moves by hand.
-type stepClock struct{ t time.Time }
-
-func (c *stepClock) Now() time.Time          { return c.t }
-func (c *stepClock) advance(d time.Duration) { c.t = c.t.Add(d) }
 
 const (
 	roleChunk    = `{"choices":[{"index":0,"delta":{"role":"assistant","content":""}}]}`
@@ -30,13 +25,13 @@ type step struct {
 	data  string // "[DONE]" for the end marker, ":" prefix for a comment
 }
 
-func feed(t *testing.T, stream bool, steps []step) (Result, *stepClock) {
+func feed(t *testing.T, stream bool, steps []step) (Result, *clock.Fake) {
 	t.Helper()
-	clock := &stepClock{t: time.Unix(1_700_000_000, 0)}
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	var gaps []time.Duration
-	r := NewRecorder(wire.RouteCompletions, stream, Options{Clock: clock, KeepGaps: true, OnGap: func(g time.Duration) { gaps = append(gaps, g) }})
+	r := NewRecorder(wire.RouteCompletions, stream, Options{Clock: clk, KeepGaps: true, OnGap: func(g time.Duration) { gaps = append(gaps, g) }})
 	for _, s := range steps {
-		clock.advance(s.after)
+		clk.Step(s.after)
 		ev := wire.Event{Data: []byte(s.data)}
 		if len(s.data) > 0 && s.data[0] == ':' {
 			ev = wire.Event{Comment: true, Data: []byte(s.data[1:])}
@@ -47,7 +42,7 @@ func feed(t *testing.T, stream bool, steps []step) (Result, *stepClock) {
 	if len(gaps) != len(res.Gaps) {
 		t.Errorf("OnGap saw %d gaps, Result holds %d", len(gaps), len(res.Gaps))
 	}
-	return res, clock
+	return res, clk
 }
 
 func TestRecorderStreams(t *testing.T) {
@@ -159,7 +154,7 @@ func TestRecorderStreams(t *testing.T) {
 }
 
 func TestRecorderBody(t *testing.T) {
-	clock := &stepClock{t: time.Unix(1_700_000_000, 0)}
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
 	cases := []struct {
 		name    string
 		body    string
@@ -175,8 +170,8 @@ func TestRecorderBody(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			r := NewRecorder(wire.RouteCompletions, false, Options{Clock: clock})
-			clock.advance(300 * time.Millisecond)
+			r := NewRecorder(wire.RouteCompletions, false, Options{Clock: clk})
+			clk.Step(300 * time.Millisecond)
 			r.Body([]byte(tc.body))
 			res := r.Finish(200, OK)
 			if res.OutputTokens != tc.output || res.Ended != tc.ended || res.E2E != 300*time.Millisecond {
@@ -193,7 +188,7 @@ func TestRecorderBody(t *testing.T) {
 }
 
 func TestFinishKeepsCallerOutcome(t *testing.T) {
-	r := NewRecorder(wire.RouteChatCompletions, true, Options{Clock: &stepClock{}})
+	r := NewRecorder(wire.RouteChatCompletions, true, Options{Clock: clock.NewFake(time.Time{})})
 	r.Event(wire.Event{Data: []byte(contentChunk)})
 	if got := r.Finish(499, ClientCancelled); got.Outcome != ClientCancelled || got.Status != 499 {
 		t.Errorf("Finish(499, ClientCancelled) = %v/%d", got.Outcome, got.Status)

@@ -4,6 +4,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/wire"
 )
 
@@ -22,8 +23,8 @@ func itoa(n int) string { return string(rune('0' + n)) }
 // grew sets TTFT.
 func TestRecorderRunningTotals(t *testing.T) {
 	ms := time.Millisecond
-	clock := &stepClock{t: time.Unix(1_700_000_000, 0)}
-	r := NewRecorder(wire.RouteGenerate, true, Options{Clock: clock, KeepGaps: true})
+	clk := clock.NewFake(time.Unix(1_700_000_000, 0))
+	r := NewRecorder(wire.RouteGenerate, true, Options{Clock: clk, KeepGaps: true})
 	for _, s := range []step{
 		{40 * ms, genEvent("", 0, "")}, // nothing generated yet
 		{10 * ms, genEvent("Pa", 1, "")},
@@ -32,7 +33,7 @@ func TestRecorderRunningTotals(t *testing.T) {
 		{10 * ms, genEvent("Paris!", 4, "stop")},
 		{1 * ms, "[DONE]"},
 	} {
-		clock.advance(s.after)
+		clk.Step(s.after)
 		r.Event(wire.Event{Data: []byte(s.data)})
 	}
 	res := r.Finish(200, OK)
@@ -66,7 +67,7 @@ func TestRecorderRouteBodies(t *testing.T) {
 		{"rerank", wire.RouteRerank, `{"id":"r","model":"m","usage":{"total_tokens":9},"results":[{"index":0,"relevance_score":0.9}]}`, 0, 0, 0, OK, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			r := NewRecorder(tc.route, false, Options{Clock: &stepClock{t: time.Unix(1, 0)}})
+			r := NewRecorder(tc.route, false, Options{Clock: clock.NewFake(time.Unix(1, 0))})
 			r.Body([]byte(tc.body))
 			res := r.Finish(200, OK)
 			if res.InputTokens != tc.input || res.OutputTokens != tc.output || res.OutputChunks != tc.outputChunks || res.Outcome != tc.outcome || res.FinishReason != tc.finish {

@@ -3,8 +3,8 @@ package proxy_test
 import (
 	"bytes"
 	"context"
-	"fmt"
 	"io"
+	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -18,6 +18,7 @@ import (
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/internal/signal"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/proxy"
 	"github.com/slogate/slogate/wire"
@@ -38,10 +39,11 @@ type observed struct {
 // observer keeps what the proxy reports: every result, or the last keep results when
 // keep > 0. Safe for concurrent use.
 type observer struct {
-	keep int
-	mu   sync.Mutex
-	got  []observed
-	n    int // results observed in all
+	keep    int
+	mu      sync.Mutex
+	got     []observed
+	n       int            // results observed in all
+	changed signal.Changed // of n
 }
 
 var _ proxy.Observer = (*observer)(nil)
@@ -54,6 +56,7 @@ func (o *observer) Observe(req wire.Request, res measure.Result) {
 	}
 	o.got = append(o.got, observed{req: req, res: res})
 	o.n++
+	o.changed.Broadcast()
 }
 
 func (o *observer) all() []observed {
@@ -70,7 +73,7 @@ func (o *observer) count() int {
 
 // wait waits until n results have been observed and returns them, failing the test when
 // there are more. The proxy reports a request after its response ended, which a client
-// reading a body with a Content-Length may see first, hence the poll.
+// reading a body with a Content-Length may see first, hence the wait.
 func (o *observer) wait(t testing.TB, n int) []observed {
 	t.Helper()
 	o.last(t, n)
@@ -81,10 +84,7 @@ func (o *observer) wait(t testing.TB, n int) []observed {
 // when there are more.
 func (o *observer) last(t testing.TB, n int) observed {
 	t.Helper()
-	eventually(t, fmt.Sprintf("%d observed requests", n), func() (bool, string) {
-		c := o.count()
-		return c >= n, fmt.Sprintf("%d observed", c)
-	})
+	awaitCount(t, "observed requests", &o.mu, &o.n, &o.changed, n)
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	if o.n != n {
@@ -97,6 +97,10 @@ func (o *observer) last(t testing.TB, n int) observed {
 type sim struct {
 	srv *enginesim.Server
 	hs  *httptest.Server
+
+	mu       sync.Mutex
+	requests int            // HTTP requests the simulator got
+	arrived  signal.Changed // of requests
 }
 
 // tinyProfile returns the simulator's tiny profile, changed by edit when it is not nil.
@@ -126,15 +130,46 @@ func startSim(t testing.TB, cfg enginesim.Config) *sim {
 	ctx, cancel := context.WithCancel(context.Background())
 	ran := make(chan error, 1)
 	go func() { ran <- srv.Run(ctx) }()
-	hs := httptest.NewServer(srv.Handler())
+	s := &sim{srv: srv}
+	s.hs = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		s.mu.Lock()
+		s.requests++
+		s.arrived.Broadcast()
+		s.mu.Unlock()
+		srv.Handler().ServeHTTP(w, r)
+	}))
 	t.Cleanup(func() {
-		hs.Close()
+		s.hs.Close()
 		cancel()
 		if err := <-ran; err != nil {
 			t.Errorf("simulator Run returned %v, want nil", err)
 		}
 	})
-	return &sim{srv: srv, hs: hs}
+	return s
+}
+
+// awaitRequests waits until the simulator has got n HTTP requests (not necessarily
+// queued yet: a fault's delay comes first).
+func (s *sim) awaitRequests(t testing.TB, n int) {
+	t.Helper()
+	awaitCount(t, "requests at the simulator", &s.mu, &s.requests, &s.arrived, n)
+}
+
+// await returns once cond holds for the simulator's stats, checked at each change of the
+// engine's state (enginesim.Server.Await), and fails the test with what cond last said
+// if it does not hold within hangLimit.
+func (s *sim) await(t testing.TB, what string, cond func(enginesim.Stats) (bool, string)) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangLimit)
+	defer cancel()
+	var state string
+	if _, err := s.srv.Await(ctx, func(st enginesim.Stats) bool {
+		var ok bool
+		ok, state = cond(st)
+		return ok
+	}); err != nil {
+		t.Fatalf("%s: %v; last state: %s", what, err, state)
+	}
 }
 
 // aborted returns how many requests the simulator has aborted so far.
@@ -291,10 +326,60 @@ func readSSE(r io.Reader, stop func(sseRead) bool) sseRead {
 	}
 }
 
+// hangLimit turns a hang into a failure. It bounds waits that end as soon as the code
+// does what it should; nothing is asserted about time.
+const hangLimit = 30 * time.Second
+
+// accessLog is a slog.Handler for the proxy's Logger that counts its access-log records
+// ("request"). The proxy writes one per inference request once the request has left the
+// in-flight count and been reported: for a probe too, which no observer sees.
+type accessLog struct {
+	mu      sync.Mutex
+	n       int
+	changed signal.Changed // of n
+}
+
+func (l *accessLog) Enabled(context.Context, slog.Level) bool { return true }
+func (l *accessLog) WithAttrs([]slog.Attr) slog.Handler       { return l }
+func (l *accessLog) WithGroup(string) slog.Handler            { return l }
+
+func (l *accessLog) Handle(_ context.Context, r slog.Record) error {
+	if r.Message == "request" {
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.n++
+		l.changed.Broadcast()
+	}
+	return nil
+}
+
+// await waits until n requests have been logged.
+func (l *accessLog) await(t testing.TB, n int) {
+	t.Helper()
+	awaitCount(t, "access-log records", &l.mu, &l.n, &l.changed, n)
+}
+
+// awaitCount waits until the count *n, guarded by mu and announced by changed, reaches
+// want, failing the test after hangLimit.
+func awaitCount(t testing.TB, what string, mu *sync.Mutex, n *int, changed *signal.Changed, want int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangLimit)
+	defer cancel()
+	got, err := signal.Await(ctx, func() (int, <-chan struct{}) {
+		mu.Lock()
+		defer mu.Unlock()
+		return *n, changed.C()
+	}, func(got int) bool { return got >= want })
+	if err != nil {
+		t.Fatalf("%s: %d, want %d: %v", what, got, want, err)
+	}
+}
+
 // eventually polls cond until it holds, failing the test with what it last reported
 // after a generous deadline. It asserts no timing: only that the condition is reached.
-// The pause between polls grows from 50µs to 5ms, so that a condition that holds a
-// moment later (as an observation after a short answer does) costs the fuzzer little.
+// It is for what announces no change: admission's queue, and the goroutines and file
+// descriptors of closed connections; everything else is awaited (awaitCount, sim.await).
+// The pause between polls grows from 50µs to 5ms.
 func eventually(t testing.TB, what string, cond func() (bool, string)) {
 	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
@@ -363,10 +448,11 @@ type capture struct {
 // upstream is a plain httptest server that records requests and answers them with
 // answer. It keeps the last keepCaptures requests and counts all.
 type upstream struct {
-	hs *httptest.Server
-	mu sync.Mutex
-	rs []capture
-	n  int
+	hs      *httptest.Server
+	mu      sync.Mutex
+	rs      []capture
+	n       int
+	arrived signal.Changed // of n
 }
 
 const keepCaptures = 16
@@ -386,12 +472,19 @@ func startUpstream(t testing.TB, answer http.HandlerFunc) *upstream {
 		}
 		u.rs = append(u.rs, capture{method: r.Method, path: r.URL.Path, header: r.Header.Clone(), length: r.ContentLength, body: body})
 		u.n++
+		u.arrived.Broadcast()
 		u.mu.Unlock()
 		r.Body = io.NopCloser(bytes.NewReader(body))
 		answer(w, r)
 	}))
 	t.Cleanup(u.hs.Close)
 	return u
+}
+
+// await waits until the upstream has got n requests.
+func (u *upstream) await(t testing.TB, n int) {
+	t.Helper()
+	awaitCount(t, "requests at the upstream", &u.mu, &u.n, &u.arrived, n)
 }
 
 // count returns how many requests the upstream got.

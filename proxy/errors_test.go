@@ -249,11 +249,7 @@ func TestClientGoesAway(t *testing.T) {
 				t.Fatalf("client read %d output chunks (done %v, err %v), want %d", got.outputs(), got.done, got.err, tc.outputs)
 			}
 			cancel()
-			eventually(t, "engine freed", func() (bool, string) {
-				st := s.srv.Stats()
-				return st.Running == 0 && st.Waiting == 0 && st.UsedBlocks == 0 && s.aborted() > abortsBefore,
-					fmt.Sprintf("running %d, waiting %d, used blocks %d, aborted %d", st.Running, st.Waiting, st.UsedBlocks, s.aborted())
-			})
+			engineFreed(t, s, abortsBefore+1)
 			r := f.obs.last(t, 1).res
 			if r.Outcome != measure.ClientCancelled || r.Status != proxy.StatusClientClosed || r.Ended {
 				t.Errorf("observed %v, status %d, ended %v; want client_cancelled, 499", r.Outcome, r.Status, r.Ended)
@@ -279,7 +275,7 @@ func deadline(d time.Duration) func() (context.Context, context.CancelFunc) {
 // TestClientGoesAwayBeforeAnswer checks a client that leaves while the engine has not
 // answered yet: no answer is written, the request is reported as cancelled (499).
 func TestClientGoesAwayBeforeAnswer(t *testing.T) {
-	_, f := startEnv(t, enginesim.Config{})
+	s, f := startEnv(t, enginesim.Config{})
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	errc := make(chan error, 1)
@@ -298,10 +294,11 @@ func TestClientGoesAwayBeforeAnswer(t *testing.T) {
 		}
 		errc <- err
 	}()
-	eventually(t, "request in flight", func() (bool, string) {
-		n, _ := f.ledger.InFlight()
-		return n == 1, fmt.Sprintf("%d in flight", n)
-	})
+	// The request has reached the engine (whose fault holds it an hour): it is in flight.
+	s.awaitRequests(t, 1)
+	if n, _ := f.ledger.InFlight(); n != 1 {
+		t.Errorf("%d in flight while the engine holds the request, want 1", n)
+	}
 	cancel()
 	if err := <-errc; !strings.Contains(fmt.Sprint(err), context.Canceled.Error()) {
 		t.Errorf("client error %v, want %v", err, context.Canceled)

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/clock"
 
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
@@ -35,7 +36,7 @@ type exchange struct {
 	class  admission.Class   // from the priority header
 	ticket *admission.Ticket // the request's place in admission's ledger; nil without admission control, or when not admitted
 	tier   string            // the tier of a rejected request
-	clock  measure.Clock
+	clock  clock.Clock
 	onGap  func(time.Duration)
 	live   *liveRequest
 	ctx    context.Context         // the request's own context: bounds admission's wait and the upstream request

@@ -12,6 +12,7 @@ import (
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/internal/signal"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/proxy"
 )
@@ -36,23 +37,26 @@ type leaveEnv struct {
 func TestClientLeavesEarly(t *testing.T) {
 	cases := []struct {
 		name      string
-		hold      bool // the engine is an upstream that holds every request without answering
-		maxSeqs   int  // the simulator's batch size; 0: the profile's
-		admission bool // admission enforces one request in flight and a queue
-		blocker   bool // a stalled stream occupies the engine (or admission's slot) first
-		at        func(e *leaveEnv) (bool, string)
-		engineSaw bool // the request reached the engine
+		hold      bool                            // the engine is an upstream that holds every request without answering
+		maxSeqs   int                             // the simulator's batch size; 0: the profile's
+		admission bool                            // admission enforces one request in flight and a queue
+		blocker   bool                            // a stalled stream occupies the engine (or admission's slot) first
+		at        func(t *testing.T, e *leaveEnv) // waits until the request is in place
+		engineSaw bool                            // the request reached the engine
 	}{
-		{name: "queued in admission", admission: true, blocker: true, at: func(e *leaveEnv) (bool, string) {
-			q := e.adm.Stats().Tiers[0].Queued
-			return q[admission.Interactive] == 1, fmt.Sprintf("queued %v", q)
+		{name: "queued in admission", admission: true, blocker: true, at: func(t *testing.T, e *leaveEnv) {
+			eventually(t, "the request queued", func() (bool, string) {
+				q := e.adm.Stats().Tiers[0].Queued
+				return q[admission.Interactive] == 1, fmt.Sprintf("queued %v", q)
+			})
 		}},
-		{name: "before the response headers", hold: true, engineSaw: true, at: func(e *leaveEnv) (bool, string) {
-			return e.up.count() == 1, fmt.Sprintf("the upstream got %d requests", e.up.count())
+		{name: "before the response headers", hold: true, engineSaw: true, at: func(t *testing.T, e *leaveEnv) {
+			e.up.await(t, 1)
 		}},
-		{name: "in the engine's queue, before the first token", maxSeqs: 1, blocker: true, engineSaw: true, at: func(e *leaveEnv) (bool, string) {
-			st := e.s.srv.Stats()
-			return st.Running == 1 && st.Waiting == 1, fmt.Sprintf("running %d, waiting %d", st.Running, st.Waiting)
+		{name: "in the engine's queue, before the first token", maxSeqs: 1, blocker: true, engineSaw: true, at: func(t *testing.T, e *leaveEnv) {
+			e.s.await(t, "the request queued behind the blocker", func(st enginesim.Stats) (bool, string) {
+				return st.Running == 1 && st.Waiting == 1, fmt.Sprintf("running %d, waiting %d", st.Running, st.Waiting)
+			})
 		}},
 	}
 	for _, tc := range cases {
@@ -61,13 +65,13 @@ func TestClientLeavesEarly(t *testing.T) {
 			var blocker *leaver
 			if tc.blocker {
 				blocker = leave(f.hs.Client(), f.hs.URL, fault("stall_after=2"))
-				eventually(t, "the blocker streaming", func() (bool, string) {
-					n, _ := f.ledger.InFlight()
-					return n == 1 && blocker.outputs() > 0, fmt.Sprintf("%d in flight", n)
-				})
+				awaitCount(t, "the blocker's outputs", &blocker.mu, &blocker.chunks, &blocker.read, 1)
+				if n, _ := f.ledger.InFlight(); n != 1 {
+					t.Fatalf("%d in flight while the blocker streams, want 1", n)
+				}
 			}
 			victim := leave(f.hs.Client(), f.hs.URL, nil)
-			eventually(t, "the request in place", func() (bool, string) { return tc.at(e) })
+			tc.at(t, e)
 			if err := victim.stop(); err == nil {
 				t.Errorf("the client that left got no error")
 			}
@@ -127,9 +131,9 @@ func (e *leaveEnv) checkEngineSide(t *testing.T, engineSaw bool) {
 	case e.up != nil:
 		waitRecv(t, "the upstream request to be cancelled", e.cancelled)
 	case engineSaw:
-		eventually(t, "the engine to abort the request", func() (bool, string) {
-			st := e.s.srv.Stats()
-			return st.Waiting == 0 && e.s.aborted() == 1, fmt.Sprintf("waiting %d, aborted %d", st.Waiting, e.s.aborted())
+		e.s.await(t, "the engine to abort the request", func(st enginesim.Stats) (bool, string) {
+			aborted := st.FinishedByReason["abort"]
+			return st.Waiting == 0 && aborted == 1, fmt.Sprintf("waiting %d, aborted %d", st.Waiting, aborted)
 		})
 	default:
 		if st := e.s.srv.Stats(); st.Running+st.Waiting != 1 || e.s.aborted() != 0 {
@@ -178,7 +182,8 @@ type leaver struct {
 	cancel context.CancelFunc
 	done   chan error
 	mu     sync.Mutex
-	chunks int // reads that returned output
+	chunks int            // reads that returned output
+	read   signal.Changed // of chunks
 }
 
 // leave starts a client streaming longCompletion from base with the given header.
@@ -206,6 +211,7 @@ func leave(client *http.Client, base string, header http.Header) *leaver {
 			if n > 0 && strings.Contains(string(buf[:n]), `"text":"`) {
 				l.mu.Lock()
 				l.chunks++
+				l.read.Broadcast()
 				l.mu.Unlock()
 			}
 			if err == io.EOF {

@@ -162,24 +162,18 @@ func TestNoLeaksUnderFaults(t *testing.T) {
 }
 
 // settle waits until the process holds no more goroutines and file descriptors than
-// the given baselines, or without baselines (-1) until their counts hold still for a
-// moment (closed connections go away asynchronously); it returns the counts and the
-// heap in use after a GC. With a baseline heap, it fails when the heap has grown by more
-// than 8 MiB: a thousand requests that each left a buffer behind would exceed it.
+// the given baselines, or without baselines (-1) until no HTTP connection is left (the
+// closed ones go away asynchronously); it returns the counts and the heap in use after a
+// GC. With a baseline heap, it fails when the heap has grown by more than 8 MiB: a
+// thousand requests that each left a buffer behind would exceed it.
 func settle(t *testing.T, goroutines, fds int, heap uint64) (int, int, uint64) {
 	t.Helper()
-	g, n, same := -1, -1, 0
+	var g, n int
 	eventually(t, "goroutines and file descriptors back to their baseline", func() (bool, string) {
-		g2, n2 := runtime.NumGoroutine(), openFDs(t)
-		if g2 == g && n2 == n {
-			same++
-		} else {
-			same = 0
-		}
-		g, n = g2, n2
+		g, n = runtime.NumGoroutine(), openFDs(t)
 		if goroutines < 0 {
-			time.Sleep(10 * time.Millisecond)
-			return same >= 10, fmt.Sprintf("%d goroutines, %d fds, still changing", g, n)
+			c := connGoroutines()
+			return c == 0, fmt.Sprintf("%d goroutines of HTTP connections", c)
 		}
 		return g <= goroutines && n <= fds, fmt.Sprintf("%d goroutines (baseline %d), %d fds (baseline %d)", g, goroutines, n, fds)
 	})
@@ -193,6 +187,23 @@ func settle(t *testing.T, goroutines, fds int, heap uint64) (int, int, uint64) {
 		}
 	}
 	return g, n, ms.HeapInuse
+}
+
+// connGoroutines counts the goroutines of open HTTP connections: the servers' and the
+// clients' (a transport's read and write loops).
+func connGoroutines() int {
+	buf := make([]byte, 1<<20)
+	for {
+		n := runtime.Stack(buf, true)
+		if n < len(buf) {
+			buf = buf[:n]
+			break
+		}
+		buf = make([]byte, 2*len(buf))
+	}
+	all := string(buf)
+	return strings.Count(all, "net/http.(*conn).serve(") + strings.Count(all, "net/http.(*persistConn).readLoop(") +
+		strings.Count(all, "net/http.(*persistConn).writeLoop(")
 }
 
 // openFDs counts the process's open file descriptors; the test is skipped where

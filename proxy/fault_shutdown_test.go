@@ -76,9 +76,7 @@ func TestShutdown(t *testing.T) {
 			code, _, body := do(t, f.hs.Client(), http.MethodPost, f.hs.URL+"/v1/completions", longCompletion, nil)
 			answered <- result{code, body}
 		}()
-		eventually(t, "the request at the engine", func() (bool, string) {
-			return up.count() == 1, fmt.Sprintf("the upstream got %d requests", up.count())
-		})
+		up.await(t, 1)
 		if n := f.p.Shutdown(); n != 1 {
 			t.Errorf("Shutdown cut %d requests, want 1", n)
 		}

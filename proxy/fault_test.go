@@ -129,10 +129,10 @@ func answerChunk(text, finish string) string {
 // aborts requests.
 func engineFreed(t testing.TB, s *sim, aborts int64) {
 	t.Helper()
-	eventually(t, "engine freed", func() (bool, string) {
-		st := s.srv.Stats()
-		return st.Running == 0 && st.Waiting == 0 && st.UsedBlocks == 0 && s.aborted() >= aborts,
-			fmt.Sprintf("running %d, waiting %d, used blocks %d, aborted %d", st.Running, st.Waiting, st.UsedBlocks, s.aborted())
+	s.await(t, "engine freed", func(st enginesim.Stats) (bool, string) {
+		aborted := st.FinishedByReason["abort"]
+		return st.Running == 0 && st.Waiting == 0 && st.UsedBlocks == 0 && aborted >= aborts,
+			fmt.Sprintf("running %d, waiting %d, used blocks %d, aborted %d", st.Running, st.Waiting, st.UsedBlocks, aborted)
 	})
 }
 

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
 )
@@ -85,8 +86,8 @@ type Config struct {
 
 	Transport http.RoundTripper // default: a transport tuned for one local upstream
 	Observers []Observer
-	Logger    *slog.Logger  // access log and errors; default discard
-	Clock     measure.Clock // default the wall clock
+	Logger    *slog.Logger // access log and errors; default discard
+	Clock     clock.Clock  // default clock.Real
 }
 
 // Proxy is the client-facing handler. It is safe for concurrent use.
@@ -105,9 +106,7 @@ func New(cfg Config) *Proxy {
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = measure.WallClock{}
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Transport == nil {
 		cfg.Transport = newTransport(cfg.UpstreamTimeout)
 	}

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"log/slog"
 	"math"
 	"net/http"
 	"strings"
@@ -378,17 +379,16 @@ func TestInFlight(t *testing.T) {
 		t.Errorf("InFlight KV tokens = %d, more than the streams can hold (%d)", kv, streams*(prompt+3000))
 	}
 	cancel()
-	eventually(t, "no requests in flight", func() (bool, string) {
-		n, kv := f.ledger.InFlight()
-		return n == 0 && kv == 0, fmt.Sprintf("%d requests, %d KV tokens", n, kv)
-	})
+	// A request leaves the in-flight count before it is reported.
 	for _, o := range f.obs.wait(t, streams) {
 		if o.res.Outcome != measure.ClientCancelled {
 			t.Errorf("outcome %v, want client_cancelled", o.res.Outcome)
 		}
 	}
-	eventually(t, "engine idle", func() (bool, string) {
-		st := s.srv.Stats()
+	if n, kv := f.ledger.InFlight(); n != 0 || kv != 0 {
+		t.Errorf("InFlight once every request is reported = %d requests, %d KV tokens; want 0, 0", n, kv)
+	}
+	s.await(t, "engine idle", func(st enginesim.Stats) (bool, string) {
 		return st.Running == 0 && st.UsedBlocks == 0, fmt.Sprintf("%+v", st)
 	})
 }
@@ -398,7 +398,8 @@ func TestInFlight(t *testing.T) {
 // ledger's LiveInFlight leaves it out while InFlight counts it.
 func TestProbeRequestsStayOutOfLiveMetrics(t *testing.T) {
 	s := startSim(t, enginesim.Config{Profile: tinyProfile(t, nil)})
-	f := startProxy(t, s.hs.URL, proxy.Config{InjectUsage: true, ProbeKey: "k3y"})
+	logged := &accessLog{}
+	f := startProxy(t, s.hs.URL, proxy.Config{InjectUsage: true, ProbeKey: "k3y", Logger: slog.New(logged)})
 	body := `{"prompt":"probe me","max_tokens":400,"ignore_eos":true,"stream":true}`
 	req, err := http.NewRequest(http.MethodPost, f.hs.URL+"/v1/completions", strings.NewReader(body))
 	if err != nil {
@@ -422,10 +423,10 @@ func TestProbeRequestsStayOutOfLiveMetrics(t *testing.T) {
 	}
 	_, _ = io.Copy(io.Discard, resp.Body)
 	resp.Body.Close()
-	eventually(t, "the probe to finish", func() (bool, string) {
-		n, _ := f.ledger.InFlight()
-		return n == 0, fmt.Sprintf("%d in flight", n)
-	})
+	logged.await(t, 1) // the probe has ended and been reported
+	if n, _ := f.ledger.InFlight(); n != 0 {
+		t.Errorf("InFlight = %d once the probe is reported, want 0", n)
+	}
 	if got := f.obs.count(); got != 0 {
 		t.Errorf("observers saw %d probe requests, want 0", got)
 	}
@@ -449,6 +450,8 @@ func TestProbeClassNeedsTrust(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
+			logged := &accessLog{}
+			tc.cfg.Logger = slog.New(logged)
 			f := startProxy(t, s.hs.URL, tc.cfg)
 			h := http.Header{"X-Slogate-Priority": {"probe"}}
 			if tc.key != "" {
@@ -462,10 +465,10 @@ func TestProbeClassNeedsTrust(t *testing.T) {
 			if tc.hidden {
 				want = 0
 			}
-			eventually(t, "the request to be reported", func() (bool, string) {
-				n, _ := f.ledger.InFlight()
-				return n == 0 && f.obs.count() == want, fmt.Sprintf("%d in flight, %d observed", n, f.obs.count())
-			})
+			logged.await(t, 1) // the request has ended and been reported
+			if n, _ := f.ledger.InFlight(); n != 0 || f.obs.count() != want {
+				t.Errorf("once reported: %d in flight, %d observed; want 0, %d", n, f.obs.count(), want)
+			}
 		})
 	}
 }

@@ -11,6 +11,9 @@ import (
 	"math/rand/v2"
 	"sync"
 	"time"
+
+	"github.com/slogate/slogate/clock"
+	"github.com/slogate/slogate/internal/signal"
 )
 
 // Guard says whether live traffic leaves room for the task. Busy returns true, with the
@@ -46,6 +49,7 @@ type Config struct {
 	Retry    time.Duration // wait after a held-back run; default a minute
 	Poll     time.Duration // how often the guard is asked during a run; default a second
 	Logger   *slog.Logger
+	Clock    clock.Clock // the interval, retry and poll timers and the status times; default clock.Real
 }
 
 // Status is what a Scheduler did last.
@@ -65,6 +69,7 @@ type Scheduler struct {
 	trigger chan struct{}
 	mu      sync.Mutex
 	status  Status
+	changed signal.Changed // of status
 }
 
 // New returns a Scheduler of task; Run starts it.
@@ -78,6 +83,7 @@ func New(cfg Config, task Task) *Scheduler {
 	if cfg.Poll <= 0 {
 		cfg.Poll = time.Second
 	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	return &Scheduler{cfg: cfg, task: task, trigger: make(chan struct{}, 1)}
 }
 
@@ -101,6 +107,16 @@ func (s *Scheduler) Status() Status {
 	return s.status
 }
 
+// Await returns the status once cond holds for it, checking at every change of status;
+// or the last status and ctx's error once ctx is done.
+func (s *Scheduler) Await(ctx context.Context, cond func(Status) bool) (Status, error) {
+	return signal.Await(ctx, func() (Status, <-chan struct{}) {
+		s.mu.Lock()
+		defer s.mu.Unlock()
+		return s.status, s.changed.C()
+	}, cond)
+}
+
 // Run runs the task on the schedule until ctx is done.
 func (s *Scheduler) Run(ctx context.Context) {
 	next := s.nextWait()
@@ -120,9 +136,9 @@ func (s *Scheduler) Run(ctx context.Context) {
 func (s *Scheduler) wait(ctx context.Context, d time.Duration) bool {
 	var timer <-chan time.Time
 	if d > 0 {
-		t := time.NewTimer(d)
+		t := s.cfg.Clock.NewTimer(d)
 		defer t.Stop()
-		timer = t.C
+		timer = t.C()
 	}
 	select {
 	case <-ctx.Done():
@@ -145,22 +161,30 @@ func (s *Scheduler) nextWait() time.Duration {
 func (s *Scheduler) runOnce(ctx context.Context) error {
 	if busy, why := s.claim(); busy {
 		err := fmt.Errorf("%w: %s", ErrHeld, why)
-		s.finish(time.Now(), err)
+		s.finish(s.cfg.Clock.Now(), err)
 		return err
 	}
-	if ex, ok := s.cfg.Guard.(Exclusive); ok {
-		defer ex.Release()
-	}
-	start := time.Now()
+	start := s.cfg.Clock.Now()
 	s.mu.Lock()
 	s.status.Running, s.status.LastStart = true, start
+	s.changed.Broadcast()
 	s.mu.Unlock()
 	runCtx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	go s.watch(runCtx, cancel)
+	watched := make(chan struct{})
+	go func() {
+		defer close(watched)
+		s.watch(runCtx, cancel)
+	}()
 	err := s.task(runCtx)
 	if cause := context.Cause(runCtx); errors.Is(cause, ErrHeld) {
 		err = cause
+	}
+	// The watcher and its ticker are gone, and the engine released, before the status
+	// says the run is over.
+	cancel(nil)
+	<-watched
+	if ex, ok := s.cfg.Guard.(Exclusive); ok {
+		ex.Release()
 	}
 	s.finish(start, err)
 	return err
@@ -168,13 +192,13 @@ func (s *Scheduler) runOnce(ctx context.Context) error {
 
 // watch cancels a running task when the guard says live traffic needs the engine.
 func (s *Scheduler) watch(ctx context.Context, cancel context.CancelCauseFunc) {
-	t := time.NewTicker(s.cfg.Poll)
+	t := s.cfg.Clock.NewTicker(s.cfg.Poll)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
 			return
-		case <-t.C:
+		case <-t.C():
 			if busy, why := s.busy(); busy {
 				cancel(fmt.Errorf("%w: %s", ErrHeld, why))
 				return
@@ -202,7 +226,9 @@ func (s *Scheduler) busy() (bool, string) {
 func (s *Scheduler) finish(start time.Time, err error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.status.Running, s.status.LastEnd, s.status.LastErr = false, time.Now(), ""
+	defer s.changed.Broadcast()
+	end := s.cfg.Clock.Now()
+	s.status.Running, s.status.LastEnd, s.status.LastErr = false, end, ""
 	switch {
 	case errors.Is(err, ErrHeld):
 		s.status.Held++
@@ -212,5 +238,5 @@ func (s *Scheduler) finish(start time.Time, err error) {
 	default:
 		s.status.Runs++
 	}
-	s.cfg.Logger.Info("scheduled task finished", "task", s.cfg.Name, "took", time.Since(start).Round(time.Millisecond), "err", s.status.LastErr)
+	s.cfg.Logger.Info("scheduled task finished", "task", s.cfg.Name, "took", end.Sub(start).Round(time.Millisecond), "err", s.status.LastErr)
 }

@@ -44,7 +44,7 @@ func (s *Sidecar) newProber(w *synth.Workload) {
 			BaseURL: "http://" + s.Addr().String(), APIKey: s.cfg.UpstreamAPIKey, Header: http.Header{proxy.ProbeKeyHeader: {s.probeKey}},
 		},
 		Workload: *w, Interval: s.cfg.ProbeInterval, Jitter: s.cfg.ProbeJitter,
-		Guard: s.work.guard("probe", false), Logger: s.log,
+		Guard: s.work.guard("probe", false), Logger: s.log, Clock: s.clock,
 	})
 }
 

@@ -28,6 +28,7 @@ import (
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/calibrate"
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/exporter"
 	"github.com/slogate/slogate/proxy"
@@ -49,6 +50,10 @@ type Options struct {
 	ProbeWorkload *synth.Workload
 	// GPUs, when set, is the GPU collector, in place of DCGM as Config.DCGM says.
 	GPUs prometheus.Collector
+	// Clock is the time of every part: engine scrapes and readiness, admission's
+	// decisions and deadlines, the metrics, the status page and the probe schedule.
+	// nil: clock.Real.
+	Clock clock.Clock
 }
 
 // Sidecar is slogate in front of one engine: a data listener that proxies and measures
@@ -57,6 +62,7 @@ type Options struct {
 type Sidecar struct {
 	cfg       Config
 	log       *slog.Logger
+	clock     clock.Clock
 	reg       *prometheus.Registry
 	scraper   *engine.Scraper
 	admission *admission.Controller
@@ -94,7 +100,7 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	s := &Sidecar{cfg: cfg, log: log, reg: prometheus.NewRegistry(), probeKey: rand.Text(), gpus: io.NopCloser(nil)}
+	s := &Sidecar{cfg: cfg, log: log, clock: clock.Or(opts.Clock), reg: prometheus.NewRegistry(), probeKey: rand.Text(), gpus: io.NopCloser(nil)}
 	if s.adminToken, err = readAdminToken(cfg.AdminTokenFile); err != nil {
 		return nil, err
 	}
@@ -102,7 +108,7 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 	if err != nil {
 		return nil, err
 	}
-	s.scraper = engine.NewScraper(engine.ScraperConfig{BaseURL: cfg.Upstream, Kind: kind, Interval: cfg.ScrapeInterval, APIKey: cfg.UpstreamAPIKey})
+	s.scraper = engine.NewScraper(engine.ScraperConfig{BaseURL: cfg.Upstream, Kind: kind, Interval: cfg.ScrapeInterval, APIKey: cfg.UpstreamAPIKey, Clock: s.clock})
 	var late lateBinding
 	if err := s.newAdmission(opts.Tiers, &late); err != nil {
 		return nil, err
@@ -125,14 +131,14 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics = s.newMetrics()
 	late.decisions = s.metrics
-	s.live = statuspage.NewWindow(statuspage.WindowOptions{})
+	s.live = statuspage.NewWindow(statuspage.WindowOptions{Clock: s.clock})
 	upstream, _ := url.Parse(cfg.Upstream) // checked by cfg.check
 	s.proxy = proxy.New(proxy.Config{
 		Upstream: upstream, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, InjectUsage: cfg.InjectUsage,
 		UpstreamTimeout: cfg.UpstreamTimeout, StreamIdleTimeout: cfg.StreamIdleTimeout,
 		ProbeKey: s.probeKey, TrustPriority: cfg.TrustClientPriority,
 		Observers: append([]proxy.Observer{s.metrics, s.live}, opts.Observers...), Logger: log,
-		Admission: s.admission,
+		Admission: s.admission, Clock: s.clock,
 	})
 	if err := s.newGPUs(opts.GPUs); err != nil {
 		return nil, err
@@ -147,7 +153,7 @@ func (s *Sidecar) newMetrics() *exporter.Metrics {
 		ServedModels:  func() []string { return s.scraper.Latest().Models },
 		UnknownModels: s.scraper, // an adapter loaded at run time is labelled within seconds
 		Engine:        s.scraper, InFlight: s.admission, Version: Version(),
-		Admission: s.admission, Reloads: s.reloads,
+		Admission: s.admission, Reloads: s.reloads, Clock: s.clock,
 	}
 	if s.prober != nil {
 		o.Probe = probeSource{s}
@@ -191,7 +197,7 @@ func (s *Sidecar) newAdmission(tiers *admission.Config, late *lateBinding) error
 	}
 	s.admission, err = admission.New(cfg, admission.Options{
 		Mode: mode, SLO: admission.SLO{TTFT: admission.Duration(s.cfg.SLOTTFT), TPOT: admission.Duration(s.cfg.SLOTPOT)},
-		Engine: s.scraper, Observers: []admission.DecisionObserver{late},
+		Engine: s.scraper, Observers: []admission.DecisionObserver{late}, Clock: s.clock,
 		Saturation: admission.Saturation{
 			QueueDepth: s.cfg.SaturationQueue, KVUsage: s.cfg.SaturationKV,
 			StaleAfter: s.cfg.StaleAfter, FailClosed: s.cfg.StalePolicy == "closed",
@@ -251,8 +257,9 @@ func (s *Sidecar) Ready() error {
 	if snap.Sleeping {
 		return errors.New("engine is sleeping (vllm:engine_sleep_state awake=0)")
 	}
-	if stale := max(5*s.cfg.ScrapeInterval, 5*time.Second); snap.Age(time.Now()) > stale {
-		return fmt.Errorf("engine metrics are %s old", snap.Age(time.Now()).Round(time.Second))
+	now := s.clock.Now()
+	if stale := max(5*s.cfg.ScrapeInterval, 5*time.Second); snap.Age(now) > stale {
+		return fmt.Errorf("engine metrics are %s old", snap.Age(now).Round(time.Second))
 	}
 	return nil
 }

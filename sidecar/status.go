@@ -15,7 +15,7 @@ import (
 // statusPage returns the sidecar's status page.
 func (s *Sidecar) statusPage() http.Handler {
 	cfg := statuspage.Config{
-		Admission: s.admission, Engine: s.scraper, Logger: s.log,
+		Admission: s.admission, Engine: s.scraper, Logger: s.log, Clock: s.clock,
 		SLO: admission.SLO{TTFT: admission.Duration(s.cfg.SLOTTFT), TPOT: admission.Duration(s.cfg.SLOTPOT)},
 	}
 	if s.live != nil {

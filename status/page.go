@@ -20,8 +20,8 @@ import (
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/calibrate"
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/engine"
-	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/report"
 	"github.com/slogate/slogate/schedule"
 	"github.com/slogate/slogate/synth"
@@ -67,7 +67,7 @@ type Config struct {
 	Calibration CalibrationSource // nil: the sidecar does not calibrate
 	SLO         admission.SLO     // the sidecar's SLOs, for requests no tier classified
 	Refresh     time.Duration     // how often the page reloads itself; default 5 s
-	Clock       measure.Clock     // default the wall clock
+	Clock       clock.Clock       // default clock.Real
 	Logger      *slog.Logger      // rendering errors; default discard
 }
 
@@ -86,9 +86,7 @@ func New(cfg Config) *Page {
 	if cfg.Refresh <= 0 {
 		cfg.Refresh = 5 * time.Second
 	}
-	if cfg.Clock == nil {
-		cfg.Clock = wallClock{}
-	}
+	cfg.Clock = clock.Or(cfg.Clock)
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

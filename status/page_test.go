@@ -13,6 +13,7 @@ import (
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/calibrate"
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/schedule"
 	"github.com/slogate/slogate/synth"
@@ -96,7 +97,7 @@ func outcome() *calibrate.Outcome {
 
 // liveWindow holds four short streams, one within its SLO, and one long stream.
 func liveWindow() *Window {
-	w := NewWindow(WindowOptions{Clock: &fakeClock{now: epoch}})
+	w := NewWindow(WindowOptions{Clock: clock.NewFake(epoch)})
 	for _, r := range []struct{ ttft, tpot time.Duration }{{50 * ms, 5 * ms}, {150 * ms, 5 * ms}, {50 * ms, 15 * ms}, {120 * ms, 6 * ms}} {
 		w.Observe(wire.Request{}, stream("short", r.ttft, r.tpot))
 	}
@@ -118,7 +119,7 @@ type pageCase struct {
 func pageCases() []pageCase {
 	return []pageCase{{
 		name: "nothing yet",
-		cfg: Config{Admission: stats(), Engine: snapshot(), Live: NewWindow(WindowOptions{Clock: &fakeClock{now: epoch}}),
+		cfg: Config{Admission: stats(), Engine: snapshot(), Live: NewWindow(WindowOptions{Clock: clock.NewFake(epoch)}),
 			Probe: fixedProbe{Workload: "demo"}, Calibration: fixedCalibration{}},
 		texts: map[string]string{
 			"probe-none": "No probe has finished yet", "probe-state": "no probe has run yet",
@@ -229,7 +230,7 @@ func pageCases() []pageCase {
 func TestPage(t *testing.T) {
 	for _, tc := range pageCases() {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.cfg.Clock = &fakeClock{now: epoch}
+			tc.cfg.Clock = clock.NewFake(epoch)
 			srv := httptest.NewServer(New(tc.cfg))
 			defer srv.Close()
 			doc := fetch(t, srv.URL+"/")

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
 )
@@ -25,7 +26,7 @@ const (
 // proxy.Observer. Safe for concurrent use.
 type Window struct {
 	span  time.Duration
-	clock measure.Clock
+	clock clock.Clock
 
 	mu   sync.Mutex
 	ring []record // ring[next] is the oldest once the ring is full
@@ -46,7 +47,7 @@ type record struct {
 type WindowOptions struct {
 	Span     time.Duration // how far back summaries look; default DefaultSpan
 	Capacity int           // most requests kept; default DefaultCapacity
-	Clock    measure.Clock // default the wall clock
+	Clock    clock.Clock   // default clock.Real
 }
 
 // NewWindow returns an empty Window.
@@ -57,17 +58,10 @@ func NewWindow(o WindowOptions) *Window {
 	if o.Capacity <= 0 {
 		o.Capacity = DefaultCapacity
 	}
-	if o.Clock == nil {
-		o.Clock = wallClock{}
-	}
-	return &Window{span: o.Span, clock: o.Clock, ring: make([]record, o.Capacity)}
+	return &Window{span: o.Span, clock: clock.Or(o.Clock), ring: make([]record, o.Capacity)}
 }
 
 var _ LiveSource = (*Window)(nil)
-
-type wallClock struct{}
-
-func (wallClock) Now() time.Time { return time.Now() }
 
 // Span returns how far back the window's summaries look.
 func (w *Window) Span() time.Duration { return w.span }

@@ -7,30 +7,13 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
 )
 
 // epoch is where fake clocks start, far from the wall clock.
 var epoch = time.Date(2031, 3, 4, 5, 6, 7, 0, time.UTC)
-
-// fakeClock is a Clock that moves only when told to. Safe for concurrent use.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 const ms = time.Millisecond
 
@@ -117,10 +100,10 @@ func TestWindowSummary(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			clock := &fakeClock{now: epoch}
-			w := NewWindow(WindowOptions{Capacity: tc.capacity, Clock: clock})
+			clk := clock.NewFake(epoch)
+			w := NewWindow(WindowOptions{Capacity: tc.capacity, Clock: clk})
 			for _, s := range tc.steps {
-				clock.Advance(s.after)
+				clk.Step(s.after)
 				if s.res != nil {
 					w.Observe(wire.Request{}, *s.res)
 				}

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
 )
@@ -28,7 +29,7 @@ type Target struct {
 	APIKey  string       // bearer token, if the engine wants one
 	Header  http.Header  // more headers on every request (the sidecar's probe key); may be nil
 	Client  *http.Client // default: a client with room for many idle connections
-	Clock   measure.Clock
+	Clock   clock.Clock  // default clock.Real
 	// Timeout bounds each request, so a stalled engine cannot hang a probe; default
 	// DefaultRequestTimeout.
 	Timeout time.Duration

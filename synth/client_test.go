@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/enginesim"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
@@ -233,31 +234,13 @@ func TestSendEndsAtDone(t *testing.T) {
 	}
 }
 
-// manualClock is a measure.Clock the test sets.
-type manualClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *manualClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *manualClock) set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = t
-}
-
 // WindowTokens counts the tokens received up to the window's end, and none after: the
 // stream is fed through a pipe, and the clock passes the window's end between two of its
 // chunks.
 func TestWindowTokens(t *testing.T) {
 	start := time.Date(2026, 5, 4, 9, 0, 0, 0, time.UTC)
 	windowEnd := start.Add(time.Second)
-	clk := &manualClock{t: start}
+	clk := clock.NewFake(start)
 	tg := &Target{Clock: clk}
 	pr, pw := io.Pipe()
 	done := make(chan Sample, 1)
@@ -281,7 +264,7 @@ func TestWindowTokens(t *testing.T) {
 	if _, err := io.WriteString(pw, ": sync\n\n"); err != nil {
 		t.Fatal(err)
 	}
-	clk.set(windowEnd.Add(time.Millisecond))
+	clk.SetTime(windowEnd.Add(time.Millisecond))
 	write(textChunk(" d", 10, 4, ""), textChunk(" e", 10, 5, "length"), usageChunk(10, 5), "[DONE]")
 	pw.Close()
 	smp := <-done

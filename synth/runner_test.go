@@ -11,7 +11,10 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/goleak"
+
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/internal/signal"
 )
 
 // counter wraps an engine's handler and counts the completions requests it receives and
@@ -22,6 +25,7 @@ type counter struct {
 	arrived  int
 	inFlight int
 	peak     int
+	arrival  signal.Changed
 }
 
 func (c *counter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
@@ -33,6 +37,7 @@ func (c *counter) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	c.arrived++
 	c.inFlight++
 	c.peak = max(c.peak, c.inFlight)
+	c.arrival.Broadcast()
 	c.mu.Unlock()
 	defer func() {
 		c.mu.Lock()
@@ -46,6 +51,22 @@ func (c *counter) counts() (arrived, peak int) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.arrived, c.peak
+}
+
+// awaitArrived returns once n requests have arrived, woken by each arrival; it fails the
+// test after hangLimit, which only turns a hang into a failure.
+func (c *counter) awaitArrived(t *testing.T, n int) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), hangLimit)
+	defer cancel()
+	arrived, err := signal.Await(ctx, func() (int, <-chan struct{}) {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		return c.arrived, c.arrival.C()
+	}, func(arrived int) bool { return arrived >= n })
+	if err != nil {
+		t.Fatalf("%d requests arrived, want %d", arrived, n)
+	}
 }
 
 // countedSim starts a simulator for cfg behind a counter.
@@ -109,6 +130,7 @@ func TestClosedLoopDurationBounded(t *testing.T) {
 			const conc, window = 2, 600 * time.Millisecond
 			c, tg := countedSim(t, enginesim.Config{Profile: p})
 			var sd seeds
+			before := goleak.IgnoreCurrent() // the simulator's and the server's goroutines
 			began := time.Now()
 			b := tg.closedLoop(context.Background(), conc, fixed(16, tc.output), &sd, window, 0)
 			took := time.Since(began)
@@ -152,7 +174,11 @@ func TestClosedLoopDurationBounded(t *testing.T) {
 			if took > 10*time.Second {
 				t.Errorf("the round took %v after a %v window", took, window)
 			}
-			time.Sleep(50 * time.Millisecond)
+			// Nothing of the round is left to send: once the client's idle connections
+			// are closed, every goroutine the round started is gone (goleak retries
+			// while the engine's side of the cut requests winds down).
+			tg.Client.CloseIdleConnections()
+			goleak.VerifyNone(t, before)
 			if again, _ := c.counts(); again != arrived {
 				t.Errorf("%d requests arrived after the round returned", again-arrived)
 			}

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/schedule"
 )
 
@@ -29,6 +30,7 @@ type ScheduleConfig struct {
 	Guard    Guard         // nil: never held back
 	Retry    time.Duration // wait after a held-back probe; default a minute
 	Logger   *slog.Logger
+	Clock    clock.Clock // the schedule's timers (not the probe's measurements: Target.Clock); default clock.Real
 }
 
 // Schedule runs a workload against a target every Interval (plus up to Jitter of it at
@@ -46,7 +48,7 @@ func NewSchedule(cfg ScheduleConfig) *Schedule {
 	s := &Schedule{cfg: cfg}
 	s.Scheduler = schedule.New(schedule.Config{
 		Name: "probe " + cfg.Workload.Name, Interval: cfg.Interval, Jitter: cfg.Jitter,
-		Guard: cfg.Guard, Retry: cfg.Retry, Logger: cfg.Logger,
+		Guard: cfg.Guard, Retry: cfg.Retry, Logger: cfg.Logger, Clock: cfg.Clock,
 	}, s.probe)
 	return s
 }
