@@ -174,8 +174,10 @@ func measureSoakLevel() soakLevel {
 // scrape of the engine in flight holds one of each for a moment).
 func settledSoakLevel() soakLevel {
 	low := measureSoakLevel()
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
 	for range 10 {
-		time.Sleep(100 * time.Millisecond)
+		<-tick.C
 		l := measureSoakLevel()
 		low.goroutines, low.fds = min(low.goroutines, l.goroutines), min(low.fds, l.fds)
 	}
@@ -187,21 +189,25 @@ func settledSoakLevel() soakLevel {
 func soakBackToLevel(t *testing.T, before soakLevel) {
 	t.Helper()
 	start := time.Now()
-	deadline := start.Add(20 * time.Second)
-	for {
-		l := measureSoakLevel()
-		if l.goroutines <= before.goroutines && l.fds <= before.fds {
-			t.Logf("after the load: %d goroutines, %d open fds, back to their level within %s", l.goroutines, l.fds, time.Since(start).Round(time.Millisecond))
-			return
-		}
-		if time.Now().After(deadline) {
+	var l soakLevel
+	back := func() bool {
+		l = measureSoakLevel()
+		return l.goroutines <= before.goroutines && l.fds <= before.fds
+	}
+	tick := time.NewTicker(50 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(20 * time.Second)
+	for !back() {
+		select {
+		case <-tick.C:
+		case <-deadline:
 			var b strings.Builder
 			_ = pprof.Lookup("goroutine").WriteTo(&b, 1)
 			t.Fatalf("20s after the load: %d goroutines and %d open fds, before it %d and %d; goroutines:\n%s",
 				l.goroutines, l.fds, before.goroutines, before.fds, b.String())
 		}
-		time.Sleep(50 * time.Millisecond)
 	}
+	t.Logf("after the load: %d goroutines, %d open fds, back to their level within %s", l.goroutines, l.fds, time.Since(start).Round(time.Millisecond))
 }
 
 // soakRequestsByCode sums the sidecar's slogate_requests_total by code.

@@ -111,15 +111,18 @@ func groupEvaluated(base, group string) (time.Time, error) {
 // last error.
 func awaitProm(t *testing.T, what string, patience time.Duration, cond func() (bool, error)) {
 	t.Helper()
-	deadline := time.Now().Add(patience)
+	tick := time.NewTicker(250 * time.Millisecond)
+	defer tick.Stop()
+	deadline := time.After(patience)
 	for {
 		ok, err := cond()
 		if ok {
 			return
 		}
-		if time.Now().After(deadline) {
+		select {
+		case <-tick.C:
+		case <-deadline:
 			t.Fatalf("timed out after %s waiting for %s: %v", patience, what, err)
 		}
-		time.Sleep(250 * time.Millisecond)
 	}
 }

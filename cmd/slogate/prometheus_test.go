@@ -263,7 +263,10 @@ func (e *e2e) checkBurnAlert(t *testing.T) {
 		wg.Go(func() {
 			for ctx.Err() == nil {
 				if complete(ctx, base, "delay=3s") != nil {
-					time.Sleep(100 * time.Millisecond) // the demo is going away
+					select { // the demo is going away: ask again a little later
+					case <-ctx.Done():
+					case <-time.After(100 * time.Millisecond):
+					}
 				}
 			}
 		})

@@ -120,20 +120,10 @@ func startCommand(t *testing.T, name string, args ...string) string {
 	})
 	t.Cleanup(func() { cancel(); wg.Wait() })
 	base := "http://" + addr
-	deadline := time.Now().Add(10 * time.Second)
-	for {
-		resp, err := http.Get(base + "/health")
-		if err == nil {
-			resp.Body.Close()
-			if resp.StatusCode == http.StatusOK {
-				return base
-			}
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s did not become healthy on %s: %v", name, addr, err)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+	simtest.WaitFor(t, name+" to become healthy on "+addr, 10*time.Second, func() bool {
+		return simtest.Status(base+"/health") == http.StatusOK
+	})
+	return base
 }
 
 func get(t *testing.T, url string) string {
