@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/engine"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
 	"golang.org/x/time/rate"
 )
@@ -54,7 +55,7 @@ type DecisionObserver interface{ ObserveDecision(Decision) }
 // Options configure a Controller.
 type Options struct {
 	Mode       Mode
-	SLO        SLO                // the SLOs of tiers that set none
+	SLO        measure.SLO        // the SLOs of tiers that set none
 	Engine     EngineSource       // nil: no engine signals
 	Saturation Saturation         // when the engine counts as saturated
 	Clock      Clock              // default the wall clock

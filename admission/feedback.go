@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/slogate/slogate/measure"
 )
 
 // The SLO feedback of a tier's in-flight cap, an AIMD controller like TCP's congestion
@@ -128,7 +130,7 @@ const minBackoff = 0.5
 
 // overshoot returns aim/p95 when p95 is over the aim (target × slo), else 1. An SLO or a
 // p95 of 0 is unknown: 1.
-func overshoot(p95 time.Duration, slo Duration, target float64) float64 {
+func overshoot(p95 time.Duration, slo measure.Duration, target float64) float64 {
 	aim := target * float64(slo)
 	if slo <= 0 || p95 <= 0 || float64(p95) <= aim {
 		return 1

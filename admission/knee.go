@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"time"
+
+	"github.com/slogate/slogate/measure"
 )
 
 // Limits from measured inflection points. An engine offered more than it can serve keeps
@@ -41,7 +43,7 @@ const (
 // offered requests completed, and throughput still growing with the offered rate — a
 // marginal efficiency (ΔX/X)/(Δλ/λ) from base of at least 0.7. It returns the reason
 // when not.
-func Sustainable(p Point, base *Point, slo SLO) (bool, string) {
+func Sustainable(p Point, base *Point, slo measure.SLO) (bool, string) {
 	switch {
 	case slo.TTFT > 0 && p.TTFTp95 > time.Duration(slo.TTFT):
 		return false, fmt.Sprintf("p95 TTFT %s over the SLO %s", p.TTFTp95.Round(time.Millisecond), time.Duration(slo.TTFT))
@@ -69,7 +71,7 @@ func efficiency(p Point, base *Point) (float64, bool) {
 // it; -1 when even the lowest rate was not sustainable. Each point's marginal efficiency
 // is measured from the highest sustainable point at least a quarter lower in offered
 // rate, or from the lowest sustainable point when none is that far below.
-func Knee(points []Point, slo SLO) (int, string) {
+func Knee(points []Point, slo measure.SLO) (int, string) {
 	best, why := -1, "no measured rate was sustainable"
 	for i := range points {
 		ok, reason := Sustainable(points[i], baseFor(points, best, i), slo)
@@ -144,7 +146,7 @@ func Kneedle(points []Point) (float64, bool) {
 //   - a queue wait of the TTFT SLO minus the typical (median) TTFT at λ*, the time the
 //     engine itself needs for the first token, at least 100 ms; and a queue of rate ×
 //     wait requests, at least 1.
-func DeriveLimits(k Point, slo SLO) TierConfig {
+func DeriveLimits(k Point, slo measure.SLO) TierConfig {
 	rate := 0.9 * k.Offered
 	inFlight := max(int(math.Ceil(2*k.Offered*k.MeanE2E.Seconds())), 1)
 	wait := max(time.Duration(slo.TTFT)-k.TTFTp50, 100*time.Millisecond)
@@ -152,7 +154,7 @@ func DeriveLimits(k Point, slo SLO) TierConfig {
 		Rate: round3(rate), MaxRate: round3(1.5 * k.Offered),
 		Burst:       max(int(math.Ceil(rate*time.Duration(slo.TTFT).Seconds())), 1),
 		MaxInFlight: inFlight, MinInFlight: 1,
-		MaxQueue: max(int(math.Ceil(rate*wait.Seconds())), 1), MaxQueueWait: Duration(wait.Round(time.Millisecond)),
+		MaxQueue: max(int(math.Ceil(rate*wait.Seconds())), 1), MaxQueueWait: measure.Duration(wait.Round(time.Millisecond)),
 		SLO: slo,
 	}
 }

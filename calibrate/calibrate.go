@@ -20,6 +20,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -115,7 +116,7 @@ func (p Plan) Estimate() time.Duration {
 // has none): each tier's shape has three quarters of its input bound (the last tier,
 // unbounded, twice the previous bound), at most the engine's context length minus the
 // output, and output tokens of output.
-func DefaultPlan(cfg admission.Config, slo admission.SLO, maxModelLen, output int) (Plan, error) {
+func DefaultPlan(cfg admission.Config, slo measure.SLO, maxModelLen, output int) (Plan, error) {
 	if err := cfg.Validate(); err != nil {
 		return Plan{}, err
 	}

@@ -30,6 +30,7 @@ import (
 	"github.com/slogate/slogate/calibrate"
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/exporter"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/proxy"
 	statuspage "github.com/slogate/slogate/status"
 	"github.com/slogate/slogate/synth"
@@ -190,7 +191,7 @@ func (s *Sidecar) newAdmission(tiers *admission.Config, late *lateBinding) error
 		}
 	}
 	s.admission, err = admission.New(cfg, admission.Options{
-		Mode: mode, SLO: admission.SLO{TTFT: admission.Duration(s.cfg.SLOTTFT), TPOT: admission.Duration(s.cfg.SLOTPOT)},
+		Mode: mode, SLO: measure.NewSLO(s.cfg.SLOTTFT, s.cfg.SLOTPOT),
 		Engine: s.scraper, Observers: []admission.DecisionObserver{late},
 		Saturation: admission.Saturation{
 			QueueDepth: s.cfg.SaturationQueue, KVUsage: s.cfg.SaturationKV,

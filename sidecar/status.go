@@ -5,6 +5,7 @@ import (
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/engine"
+	"github.com/slogate/slogate/measure"
 	statuspage "github.com/slogate/slogate/status"
 )
 
@@ -16,7 +17,7 @@ import (
 func (s *Sidecar) statusPage() http.Handler {
 	cfg := statuspage.Config{
 		Admission: s.admission, Engine: s.scraper, Logger: s.log,
-		SLO: admission.SLO{TTFT: admission.Duration(s.cfg.SLOTTFT), TPOT: admission.Duration(s.cfg.SLOTPOT)},
+		SLO: measure.NewSLO(s.cfg.SLOTTFT, s.cfg.SLOTPOT),
 	}
 	if s.live != nil {
 		cfg.Live = s.live

@@ -34,7 +34,7 @@ type EngineSource interface{ Latest() engine.Snapshot }
 
 // LiveSource summarises recent live requests per tier (*Window).
 type LiveSource interface {
-	Summary(tiers []admission.TierStats, def admission.SLO) (byTier []Live, all Live)
+	Summary(tiers []admission.TierStats, def measure.SLO) (byTier []Live, all Live)
 	Span() time.Duration
 }
 
@@ -64,7 +64,7 @@ type Config struct {
 	Live        LiveSource        // nil: no live numbers
 	Probe       ProbeSource       // nil: the sidecar does not probe
 	Calibration CalibrationSource // nil: the sidecar does not calibrate
-	SLO         admission.SLO     // the sidecar's SLOs, for requests no tier classified
+	SLO         measure.SLO       // the sidecar's SLOs, for requests no tier classified
 	Refresh     time.Duration     // how often the page reloads itself; default 5 s
 	Clock       measure.Clock     // default the wall clock
 	Logger      *slog.Logger      // rendering errors; default discard

@@ -9,6 +9,7 @@ import (
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/engine"
+	"github.com/slogate/slogate/measure"
 )
 
 // pageView is everything the template shows, formatted.
@@ -43,7 +44,7 @@ type liveRow struct {
 }
 
 // liveView summarises the live source by the tiers in force.
-func liveView(src LiveSource, tiers []admission.TierStats, def admission.SLO) *livePart {
+func liveView(src LiveSource, tiers []admission.TierStats, def measure.SLO) *livePart {
 	byTier, all := src.Summary(tiers, def)
 	part := &livePart{Span: fmtSpan(src.Span()), All: liveRowOf(all, "all requests", "all")}
 	for _, l := range byTier {
@@ -80,7 +81,7 @@ func liveRowOf(l Live, name, id string) liveRow {
 const attainmentGoal = 0.95
 
 // against classes an observed p95 against its SLO: "" when either is unknown.
-func against(p95 time.Duration, slo admission.Duration) string {
+func against(p95 time.Duration, slo measure.Duration) string {
 	switch {
 	case p95 <= 0 || slo <= 0:
 		return ""

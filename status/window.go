@@ -96,7 +96,7 @@ func (w *Window) Observe(_ wire.Request, res measure.Result) {
 // that ended ok with output, as the SLO alerting rules count.
 type Live struct {
 	Tier       string        // "" for requests admission did not classify
-	SLO        admission.SLO // the SLO the requests were judged by
+	SLO        measure.SLO   // the SLO the requests were judged by
 	Requests   int           // every outcome
 	Judged     int           // streams that ended ok with output
 	Met        int           // judged requests within both the TTFT and the TPOT SLO
@@ -112,10 +112,10 @@ type Live struct {
 // order (each judged by its own SLO, listed even without requests), then any other tier
 // seen, in the order first seen, judged by def ("" is the requests admission did not
 // classify). all is every request together, each judged by its own tier's SLO.
-func (w *Window) Summary(tiers []admission.TierStats, def admission.SLO) (byTier []Live, all Live) {
+func (w *Window) Summary(tiers []admission.TierStats, def measure.SLO) (byTier []Live, all Live) {
 	var order []*tally
 	index := map[string]*tally{}
-	get := func(name string, slo admission.SLO) *tally {
+	get := func(name string, slo measure.SLO) *tally {
 		if t, ok := index[name]; ok {
 			return t
 		}
@@ -147,7 +147,7 @@ type tally struct {
 }
 
 // add counts r, judging it by slo.
-func (t *tally) add(r record, slo admission.SLO) {
+func (t *tally) add(r record, slo measure.SLO) {
 	t.Requests++
 	switch r.outcome {
 	case measure.UpstreamError, measure.UpstreamTimeout, measure.AbortedMidstream, measure.EngineError:
@@ -195,7 +195,7 @@ func (w *Window) recent() []record {
 }
 
 // within reports whether v meets an SLO; an SLO of 0 is none.
-func within(v time.Duration, slo admission.Duration) bool {
+func within(v time.Duration, slo measure.Duration) bool {
 	return slo <= 0 || v <= time.Duration(slo)
 }
 

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/measure"
 )
 
 // trafficGuard is a Guard whose answer the test sets.
@@ -129,7 +130,7 @@ func TestScheduleStoppedDuringRun(t *testing.T) {
 	c, tg := countedSim(t, enginesim.Config{})
 	g := &trafficGuard{}
 	// Two cells of 1 s rounds: long enough for the guard's once-a-second watch to see it.
-	w := Workload{Name: "long", Kind: Shapes, Shapes: []Shape{{"s", 32, 8}}, Concurrency: []int{1, 2}, Duration: Duration(time.Second)}
+	w := Workload{Name: "long", Kind: Shapes, Shapes: []Shape{{"s", 32, 8}}, Concurrency: []int{1, 2}, Duration: measure.Duration(time.Second)}
 	s := NewSchedule(ScheduleConfig{Target: tg, Workload: w, Guard: g, Retry: 20 * time.Millisecond})
 	runSchedule(t, s)
 	s.Trigger()
@@ -154,7 +155,7 @@ func TestScheduleStoppedDuringRun(t *testing.T) {
 // Run returns when its ctx ends, also in the middle of a probe.
 func TestScheduleRunReturns(t *testing.T) {
 	c, tg := countedSim(t, enginesim.Config{})
-	w := Workload{Name: "long", Kind: Shapes, Shapes: []Shape{{"s", 32, 8}}, Concurrency: []int{1}, Duration: Duration(time.Hour)}
+	w := Workload{Name: "long", Kind: Shapes, Shapes: []Shape{{"s", 32, 8}}, Concurrency: []int{1}, Duration: measure.Duration(time.Hour)}
 	s := NewSchedule(ScheduleConfig{Target: tg, Workload: w})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

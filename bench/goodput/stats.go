@@ -5,13 +5,9 @@ import (
 	"net/http"
 	"slices"
 	"time"
-)
 
-// slo is the latency objective a request must meet to count as good.
-type slo struct {
-	TTFT time.Duration
-	TPOT time.Duration
-}
+	"github.com/slogate/slogate/measure"
+)
 
 // outcome is what the client saw of one request.
 type outcome struct {
@@ -47,8 +43,8 @@ func (o outcome) tpot() time.Duration {
 }
 
 // good reports a completed request that met both SLOs.
-func (o outcome) good(want int, s slo) bool {
-	return o.completed(want) && o.TTFT <= s.TTFT && o.tpot() <= s.TPOT
+func (o outcome) good(want int, s measure.SLO) bool {
+	return o.completed(want) && o.TTFT <= time.Duration(s.TTFT) && o.tpot() <= time.Duration(s.TPOT)
 }
 
 // summary condenses the outcomes of one class measured over one window.
@@ -77,7 +73,7 @@ type summary struct {
 }
 
 // summarize measures the outcomes of class cls whose arrival lies in [from, from+window).
-func summarize(os []outcome, cls, want int, s slo, from, window time.Duration) summary {
+func summarize(os []outcome, cls, want int, s measure.SLO, from, window time.Duration) summary {
 	sum := summary{Window: window, Reasons: map[string]int{}}
 	var ttfts, tpots []time.Duration
 	var censored []time.Duration
