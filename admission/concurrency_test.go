@@ -52,7 +52,7 @@ func TestConcurrentAdmitDone(t *testing.T) {
 						case err == nil && tk != nil:
 							granted.Add(1)
 							h.holdFor(time.Duration(rng.IntN(300)) * time.Millisecond)
-							tk.Done(measure.Result{Stream: true, Outcome: measure.OK, TTFT: time.Duration(rng.IntN(2000)) * time.Millisecond})
+							tk.Done(measure.Result{Stream: true, Outcome: measure.OK, OutputChunks: 10, TTFT: time.Duration(rng.IntN(2000)) * time.Millisecond})
 							if rng.IntN(4) == 0 {
 								tk.Done(ok) // a second Done must change nothing
 							}

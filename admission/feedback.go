@@ -37,7 +37,8 @@ import (
 //
 // TTFT here is the engine's part (from dispatch), not the time spent in slogate's queue:
 // the cap controls the engine's load, and the queue is bounded separately by
-// max_queue_wait. Only streams that ended ok are observed.
+// max_queue_wait. Only streams that ended ok with output are observed: the requests and
+// latencies of measure.DispatchLatency.
 
 // maxSamples bounds the observations a window keeps per metric.
 const maxSamples = 1024

@@ -163,8 +163,8 @@ func (h *harness) finishWith(n int, res measure.Result) {
 // Through the Controller: results fed by Done, the controller run by Tick.
 func TestFeedbackLoop(t *testing.T) {
 	h := newHarness(t, Enforce, feedbackConfig())
-	slow := measure.Result{Stream: true, Outcome: measure.OK, TTFT: 3 * time.Second, TPOT: 10 * time.Millisecond}
-	fast := measure.Result{Stream: true, Outcome: measure.OK, TTFT: 100 * time.Millisecond, TPOT: 10 * time.Millisecond}
+	slow := measure.Result{Stream: true, Outcome: measure.OK, OutputChunks: 10, TTFT: 3 * time.Second, TPOT: 10 * time.Millisecond}
+	fast := measure.Result{Stream: true, Outcome: measure.OK, OutputChunks: 10, TTFT: 100 * time.Millisecond, TPOT: 10 * time.Millisecond}
 
 	h.finishWith(5, slow)
 	h.c.Tick()
@@ -210,12 +210,13 @@ func TestFeedbackOnlyOKStreams(t *testing.T) {
 		res  measure.Result
 		fed  bool
 	}{
-		{name: "ok stream", res: measure.Result{Stream: true, Outcome: measure.OK, TTFT: time.Minute, TPOT: time.Second}, fed: true},
-		{name: "ok, not streamed", res: measure.Result{Outcome: measure.OK, TTFT: time.Minute, TPOT: time.Second}},
-		{name: "stream broke off", res: measure.Result{Stream: true, Outcome: measure.AbortedMidstream, TTFT: time.Minute, TPOT: time.Second}},
-		{name: "client cancelled", res: measure.Result{Stream: true, Outcome: measure.ClientCancelled, TTFT: time.Minute}},
-		{name: "upstream error", res: measure.Result{Stream: true, Outcome: measure.UpstreamError, TTFT: time.Minute}},
-		{name: "upstream timeout", res: measure.Result{Stream: true, Outcome: measure.UpstreamTimeout, TTFT: time.Minute}},
+		{name: "ok stream", res: measure.Result{Stream: true, Outcome: measure.OK, OutputChunks: 10, TTFT: time.Minute, TPOT: time.Second}, fed: true},
+		{name: "ok stream without output", res: measure.Result{Stream: true, Outcome: measure.OK, TTFT: time.Minute, TPOT: time.Second}},
+		{name: "ok, not streamed", res: measure.Result{Outcome: measure.OK, OutputChunks: 10, TTFT: time.Minute, TPOT: time.Second}},
+		{name: "stream broke off", res: measure.Result{Stream: true, Outcome: measure.AbortedMidstream, OutputChunks: 10, TTFT: time.Minute, TPOT: time.Second}},
+		{name: "client cancelled", res: measure.Result{Stream: true, Outcome: measure.ClientCancelled, OutputChunks: 10, TTFT: time.Minute}},
+		{name: "upstream error", res: measure.Result{Stream: true, Outcome: measure.UpstreamError, OutputChunks: 10, TTFT: time.Minute}},
+		{name: "upstream timeout", res: measure.Result{Stream: true, Outcome: measure.UpstreamTimeout, OutputChunks: 10, TTFT: time.Minute}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -233,7 +234,7 @@ func TestFeedbackOnlyOKStreams(t *testing.T) {
 // In shadow mode a request held in the virtual queue is demand the cap may grow for.
 func TestFeedbackShadowDemand(t *testing.T) {
 	h := newHarness(t, Shadow, feedbackConfig())
-	fast := measure.Result{Stream: true, Outcome: measure.OK, TTFT: 100 * time.Millisecond, TPOT: 10 * time.Millisecond}
+	fast := measure.Result{Stream: true, Outcome: measure.OK, OutputChunks: 10, TTFT: 100 * time.Millisecond, TPOT: 10 * time.Millisecond}
 	h.c.mu.Lock()
 	h.c.tiers[0].limit = 1
 	h.c.mu.Unlock()

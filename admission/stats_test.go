@@ -33,7 +33,7 @@ func TestStats(t *testing.T) {
 	// Completions one second apart, with TTFTs 100..300ms and TPOTs 10..30ms.
 	for i := 1; i <= 3; i++ {
 		h.clock.Advance(time.Second)
-		h.admitNow(req(1)).Done(measure.Result{Stream: true, Outcome: measure.OK,
+		h.admitNow(req(1)).Done(measure.Result{Stream: true, Outcome: measure.OK, OutputChunks: 10,
 			TTFT: time.Duration(i) * 100 * time.Millisecond, TPOT: time.Duration(i) * 10 * time.Millisecond})
 	}
 	h.c.Tick()

@@ -192,13 +192,11 @@ type Load struct {
 	MeanE2E   time.Duration
 }
 
-// Meets reports whether l is sustainable under slo: every request sent completed, p95
-// TTFT (counted from arrival at the API server) within slo.TTFT and p95 TPOT (a
-// request's decode time / (output tokens − 1)) within slo.TPOT. A zero bound is not
-// checked.
+// Meets reports whether l is sustainable under slo: every request sent completed, and
+// p95 TTFT (counted from arrival at the API server) and p95 TPOT (a request's decode
+// time / (output tokens − 1)) within slo (measure.SLO.Met; a zero bound is not checked).
 func (l Load) Meets(slo measure.SLO) bool {
-	return l.Sent > 0 && l.Completed == l.Sent &&
-		(slo.TTFT <= 0 || l.TTFTp95 <= time.Duration(slo.TTFT)) && (slo.TPOT <= 0 || l.TPOTp95 <= time.Duration(slo.TPOT))
+	return l.Sent > 0 && l.Completed == l.Sent && slo.Met(l.TTFTp95, l.TPOTp95)
 }
 
 // Search says how SustainableRate measures. Zero fields take the defaults.

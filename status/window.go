@@ -39,7 +39,7 @@ type record struct {
 	tier       string
 	outcome    measure.Outcome
 	judged     bool          // a stream that ended ok with output: SLOs apply
-	ttft, tpot time.Duration // TTFT as the client felt it (queue wait included); TPOT 0: n/a
+	ttft, tpot time.Duration // measure.ClientLatency: TTFT queue wait included; TPOT 0: n/a
 }
 
 // WindowOptions configure a Window; zero values take the defaults.
@@ -79,9 +79,7 @@ func (w *Window) Capacity() int { return len(w.ring) }
 // and does not allocate.
 func (w *Window) Observe(_ wire.Request, res measure.Result) {
 	r := record{end: w.clock.Now(), tier: res.Tier, outcome: res.Outcome}
-	if res.Outcome == measure.OK && res.Stream && res.OutputChunks > 0 {
-		r.judged, r.ttft, r.tpot = true, res.QueueWait+res.TTFT, res.TPOT
-	}
+	r.ttft, r.tpot, r.judged = measure.ClientLatency(res)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.ring[w.next] = r
@@ -99,7 +97,7 @@ type Live struct {
 	SLO        measure.SLO   // the SLO the requests were judged by
 	Requests   int           // every outcome
 	Judged     int           // streams that ended ok with output
-	Met        int           // judged requests within both the TTFT and the TPOT SLO
+	Met        int           // judged requests that met the SLO as the client saw it (measure.SLO.MetByClient)
 	P95TTFT    time.Duration // of judged requests, queue wait included; 0 unknown
 	P95TPOT    time.Duration // of judged requests with two tokens or more; 0 unknown
 	Failed     int           // the engine failed them: upstream errors, timeouts, broken streams
@@ -165,7 +163,7 @@ func (t *tally) add(r record, slo measure.SLO) {
 	if r.tpot > 0 {
 		t.tpot = append(t.tpot, r.tpot)
 	}
-	if within(r.ttft, slo.TTFT) && (r.tpot == 0 || within(r.tpot, slo.TPOT)) {
+	if slo.Met(r.ttft, r.tpot) {
 		t.Met++
 	}
 }
@@ -192,11 +190,6 @@ func (w *Window) recent() []record {
 	}
 	out = append(out, w.ring[:w.next]...)
 	return slices.DeleteFunc(out, func(r record) bool { return r.end.Before(cutoff) })
-}
-
-// within reports whether v meets an SLO; an SLO of 0 is none.
-func within(v time.Duration, slo measure.Duration) bool {
-	return slo <= 0 || v <= time.Duration(slo)
 }
 
 // p95 returns the nearest-rank 95th percentile of xs (which it sorts), 0 when empty.

@@ -23,8 +23,7 @@ type trial struct {
 // request completed, p95 TTFT within the SLO (with no request cut before its first token
 // at or above it) and p95 TPOT within the SLO.
 func sustainable(s summary, o measure.SLO) bool {
-	return s.Offered > 0 && s.Completed == s.Offered && !s.TTFTCensored &&
-		s.P95TTFT <= time.Duration(o.TTFT) && s.P95TPOT <= time.Duration(o.TPOT)
+	return s.Offered > 0 && s.Completed == s.Offered && !s.TTFTCensored && o.Met(s.P95TTFT, s.P95TPOT)
 }
 
 // bracket returns the lowest rate that failed (hi; 0 when none did) and the highest rate

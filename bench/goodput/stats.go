@@ -42,9 +42,11 @@ func (o outcome) tpot() time.Duration {
 	return (o.E2E - o.TTFT) / time.Duration(o.Tokens-1)
 }
 
-// good reports a completed request that met both SLOs.
+// good reports a completed request that met the SLO as its client saw it: its TTFT
+// (slogate's queue wait included) and its TPOT by measure.SLO.Met, the rule slogate's
+// own metrics and status page judge by.
 func (o outcome) good(want int, s measure.SLO) bool {
-	return o.completed(want) && o.TTFT <= time.Duration(s.TTFT) && o.tpot() <= time.Duration(s.TPOT)
+	return o.completed(want) && s.Met(o.TTFT, o.tpot())
 }
 
 // summary condenses the outcomes of one class measured over one window.
