@@ -54,7 +54,10 @@ type TierConfig struct {
 	// meet it (the client feels the wait as part of its TTFT).
 	MaxQueue     int              `yaml:"max_queue"`
 	MaxQueueWait measure.Duration `yaml:"max_queue_wait,omitempty"`
-	SLO          measure.SLO      `yaml:"slo,omitempty"` // zero fields take the sidecar's SLOs
+	// SLO is the tier's objective; zero fields take the sidecar's SLOs. The feedback
+	// holds the engine's part to it (TTFT from dispatch: measure.DispatchLatency); the
+	// status page and the alerting rules judge the client's (queue wait included).
+	SLO measure.SLO `yaml:"slo,omitempty"`
 }
 
 // Feedback parameters of the in-flight cap controller (see controller.go). Zero values
@@ -147,12 +150,7 @@ func (c Config) withDefaults(slo measure.SLO) Config {
 	copy(tiers, c.Tiers)
 	for i := range tiers {
 		t := &tiers[i]
-		if t.SLO.TTFT == 0 {
-			t.SLO.TTFT = slo.TTFT
-		}
-		if t.SLO.TPOT == 0 {
-			t.SLO.TPOT = slo.TPOT
-		}
+		t.SLO = t.SLO.Or(slo)
 		t.MinInFlight = max(t.MinInFlight, 1)
 		if t.MaxQueueWait == 0 {
 			t.MaxQueueWait = t.SLO.TTFT / 2

@@ -123,12 +123,7 @@ func DefaultPlan(cfg admission.Config, slo measure.SLO, maxModelLen, output int)
 	var p Plan
 	prev := 0
 	for _, t := range cfg.Tiers {
-		if t.SLO.TTFT == 0 {
-			t.SLO.TTFT = slo.TTFT
-		}
-		if t.SLO.TPOT == 0 {
-			t.SLO.TPOT = slo.TPOT
-		}
+		t.SLO = t.SLO.Or(slo)
 		input := t.MaxInputTokens * 3 / 4
 		if t.MaxInputTokens == 0 {
 			input = max(2*prev, 1024)

@@ -8,7 +8,6 @@ import (
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/calibrate"
 	"github.com/slogate/slogate/exporter"
-	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -40,7 +39,7 @@ func (s *Sidecar) newCalibrator() {
 	s.calibration = calibrate.NewSchedule(calibrate.ScheduleConfig{
 		Target: &synth.Target{BaseURL: s.cfg.Upstream, APIKey: s.cfg.UpstreamAPIKey},
 		Tiers:  s.admission.Config,
-		SLO:    measure.NewSLO(s.cfg.SLOTTFT, s.cfg.SLOTPOT),
+		SLO:    s.slo(),
 		Output: s.cfg.CalibrateOutput, Round: s.cfg.CalibrateRound,
 		Engine: func() string { return s.scraper.Latest().Kind.String() },
 		Apply:  apply, Interval: s.cfg.CalibrateInterval, Jitter: calibrationJitter,

@@ -141,6 +141,9 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 	return s, nil
 }
 
+// slo returns the sidecar's SLO, which tiers that set none take.
+func (s *Sidecar) slo() measure.SLO { return measure.NewSLO(s.cfg.SLOTTFT, s.cfg.SLOTPOT) }
+
 // newMetrics builds the exporter, reading the prober and calibrator when there are.
 func (s *Sidecar) newMetrics() *exporter.Metrics {
 	o := exporter.Options{
@@ -191,7 +194,7 @@ func (s *Sidecar) newAdmission(tiers *admission.Config, late *lateBinding) error
 		}
 	}
 	s.admission, err = admission.New(cfg, admission.Options{
-		Mode: mode, SLO: measure.NewSLO(s.cfg.SLOTTFT, s.cfg.SLOTPOT),
+		Mode: mode, SLO: s.slo(),
 		Engine: s.scraper, Observers: []admission.DecisionObserver{late},
 		Saturation: admission.Saturation{
 			QueueDepth: s.cfg.SaturationQueue, KVUsage: s.cfg.SaturationKV,

@@ -5,7 +5,6 @@ import (
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/engine"
-	"github.com/slogate/slogate/measure"
 	statuspage "github.com/slogate/slogate/status"
 )
 
@@ -17,7 +16,7 @@ import (
 func (s *Sidecar) statusPage() http.Handler {
 	cfg := statuspage.Config{
 		Admission: s.admission, Engine: s.scraper, Logger: s.log,
-		SLO: measure.NewSLO(s.cfg.SLOTTFT, s.cfg.SLOTPOT),
+		SLO: s.slo(),
 	}
 	if s.live != nil {
 		cfg.Live = s.live

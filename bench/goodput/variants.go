@@ -46,9 +46,9 @@ func parseVariants(s string, base admission.Feedback) ([]variant, error) {
 				return nil, fmt.Errorf("variant %q: %w", label, err)
 			}
 		}
-		// Refuse now a feedback admission would refuse when the variant's stack starts,
-		// which may be hours into the run.
-		if err := slogateConfig(measure.SLO{}, v.FB).Validate(); err != nil {
+		// Refuse now a feedback or tier SLOs admission would refuse when the variant's
+		// stack starts, which may be hours into the run.
+		if err := slogateConfig(v.TierSLO, v.FB).Validate(); err != nil {
 			return nil, fmt.Errorf("variant %q: %w", label, err)
 		}
 		out = append(out, v)
@@ -98,14 +98,7 @@ func (v *variant) set(k, val string) error {
 
 // setup returns the variant's slogate configuration.
 func (v variant) setup(o options) setup {
-	tierSLO := o.slo
-	if v.TierSLO.TTFT > 0 {
-		tierSLO.TTFT = v.TierSLO.TTFT
-	}
-	if v.TierSLO.TPOT > 0 {
-		tierSLO.TPOT = v.TierSLO.TPOT
-	}
-	cfg := slogateConfig(tierSLO, v.FB)
+	cfg := slogateConfig(v.TierSLO.Or(o.slo), v.FB)
 	for i := range cfg.Tiers {
 		t := &cfg.Tiers[i]
 		if t.Name != "long" {
