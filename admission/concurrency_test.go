@@ -24,8 +24,8 @@ func TestConcurrentAdmitDone(t *testing.T) {
 	for _, mode := range []Mode{Enforce, Shadow} {
 		t.Run(mode.String(), func(t *testing.T) {
 			both := Config{Tiers: []TierConfig{
-				{Name: "small", MaxInputTokens: 100, MaxInFlight: 4, MaxQueue: 8, MaxQueueWait: Duration(time.Second), Rate: 500, Burst: 50},
-				{Name: "big", MaxInFlight: 2, MaxQueue: 4, MaxQueueWait: Duration(2 * time.Second)},
+				{Name: "small", MaxInputTokens: 100, MaxInFlight: 4, MaxQueue: 8, MaxQueueWait: measure.Duration(time.Second), Rate: 500, Burst: 50},
+				{Name: "big", MaxInFlight: 2, MaxQueue: 4, MaxQueueWait: measure.Duration(2 * time.Second)},
 			}, Feedback: Feedback{MinSamples: 5}}
 			narrow := both
 			narrow.Tiers = []TierConfig{both.Tiers[0], both.Tiers[1]}
@@ -52,7 +52,7 @@ func TestConcurrentAdmitDone(t *testing.T) {
 						case err == nil && tk != nil:
 							granted.Add(1)
 							h.holdFor(time.Duration(rng.IntN(300)) * time.Millisecond)
-							tk.Done(measure.Result{Stream: true, Outcome: measure.OK, TTFT: time.Duration(rng.IntN(2000)) * time.Millisecond})
+							tk.Done(measure.Result{Stream: true, Outcome: measure.OK, OutputChunks: 10, TTFT: time.Duration(rng.IntN(2000)) * time.Millisecond})
 							if rng.IntN(4) == 0 {
 								tk.Done(ok) // a second Done must change nothing
 							}

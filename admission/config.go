@@ -18,6 +18,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/slogate/slogate/measure"
 )
 
 // ErrInvalidConfig wraps every problem found in a tiers file.
@@ -50,43 +52,24 @@ type TierConfig struct {
 	// MaxQueue requests may wait, each at most MaxQueueWait; a zero wait defaults to
 	// half the tier's TTFT SLO, so that a request that waited the longest can still
 	// meet it (the client feels the wait as part of its TTFT).
-	MaxQueue     int      `yaml:"max_queue"`
-	MaxQueueWait Duration `yaml:"max_queue_wait,omitempty"`
-	SLO          SLO      `yaml:"slo,omitempty"` // zero fields take the sidecar's SLOs
-}
-
-// SLO is a latency objective; TTFT counts from dispatch to the engine, TPOT per request.
-type SLO struct {
-	TTFT Duration `yaml:"ttft,omitempty"`
-	TPOT Duration `yaml:"tpot,omitempty"`
+	MaxQueue     int              `yaml:"max_queue"`
+	MaxQueueWait measure.Duration `yaml:"max_queue_wait,omitempty"`
+	// SLO is the tier's objective; zero fields take the sidecar's SLOs. The feedback
+	// holds the engine's part to it (TTFT from dispatch: measure.DispatchLatency); the
+	// status page and the alerting rules judge the client's (queue wait included).
+	SLO measure.SLO `yaml:"slo,omitempty"`
 }
 
 // Feedback parameters of the in-flight cap controller (see controller.go). Zero values
 // take the defaults.
 type Feedback struct {
-	Interval   Duration `yaml:"interval,omitempty"`    // how often the cap is reconsidered; default 2s
-	Window     Duration `yaml:"window,omitempty"`      // observations older than this are forgotten; default 60s
-	MinSamples int      `yaml:"min_samples,omitempty"` // fewer observations than this change nothing; default 10
-	Backoff    float64  `yaml:"backoff,omitempty"`     // cap multiplier when an SLO is missed, in (0,1); default 0.9
-	Increase   float64  `yaml:"increase,omitempty"`    // cap increment when SLOs are met and requests wait; default 1
-	Target     float64  `yaml:"target,omitempty"`      // the share of each SLO the p95s aim at, in (0,1]; default 0.9
+	Interval   measure.Duration `yaml:"interval,omitempty"`    // how often the cap is reconsidered; default 2s
+	Window     measure.Duration `yaml:"window,omitempty"`      // observations older than this are forgotten; default 60s
+	MinSamples int              `yaml:"min_samples,omitempty"` // fewer observations than this change nothing; default 10
+	Backoff    float64          `yaml:"backoff,omitempty"`     // cap multiplier when an SLO is missed, in (0,1); default 0.9
+	Increase   float64          `yaml:"increase,omitempty"`    // cap increment when SLOs are met and requests wait; default 1
+	Target     float64          `yaml:"target,omitempty"`      // the share of each SLO the p95s aim at, in (0,1]; default 0.9
 }
-
-// Duration is a time.Duration written as "2s" or "100ms" in YAML.
-type Duration time.Duration
-
-// UnmarshalYAML parses a Go duration string.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration such as 2s or 100ms", n.Line, n.Value)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalYAML writes the duration as a string.
-func (d Duration) MarshalYAML() (any, error) { return time.Duration(d).String(), nil }
 
 // LoadConfig reads and validates a tiers file.
 func LoadConfig(path string) (Config, error) {
@@ -162,17 +145,12 @@ func (c Config) Validate() error {
 
 // withDefaults returns c with zero values replaced: the sidecar's SLOs on tiers that set
 // none, min_in_flight 1, and the feedback defaults.
-func (c Config) withDefaults(slo SLO) Config {
+func (c Config) withDefaults(slo measure.SLO) Config {
 	tiers := make([]TierConfig, len(c.Tiers))
 	copy(tiers, c.Tiers)
 	for i := range tiers {
 		t := &tiers[i]
-		if t.SLO.TTFT == 0 {
-			t.SLO.TTFT = slo.TTFT
-		}
-		if t.SLO.TPOT == 0 {
-			t.SLO.TPOT = slo.TPOT
-		}
+		t.SLO = t.SLO.Or(slo)
 		t.MinInFlight = max(t.MinInFlight, 1)
 		if t.MaxQueueWait == 0 {
 			t.MaxQueueWait = t.SLO.TTFT / 2
@@ -180,8 +158,8 @@ func (c Config) withDefaults(slo SLO) Config {
 	}
 	c.Tiers = tiers
 	f := &c.Feedback
-	f.Interval = orDefault(f.Interval, Duration(2*time.Second))
-	f.Window = orDefault(f.Window, Duration(60*time.Second))
+	f.Interval = orDefault(f.Interval, measure.Duration(2*time.Second))
+	f.Window = orDefault(f.Window, measure.Duration(60*time.Second))
 	f.MinSamples = orDefault(f.MinSamples, 10)
 	f.Target = orDefault(f.Target, 0.9)
 	f.Backoff = orDefault(f.Backoff, 0.9)

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/slogate/slogate/measure"
 )
 
 func TestParseConfigExample(t *testing.T) {
@@ -20,16 +22,16 @@ func TestParseConfigExample(t *testing.T) {
 	}
 	want := []TierConfig{
 		{Name: "short", MaxInputTokens: 2048, Rate: 20, Burst: 40, MaxInFlight: 64, MinInFlight: 8, MaxQueue: 128,
-			MaxQueueWait: Duration(2 * time.Second), SLO: SLO{TTFT: Duration(time.Second), TPOT: Duration(50 * time.Millisecond)}},
+			MaxQueueWait: measure.Duration(2 * time.Second), SLO: measure.NewSLO(time.Second, 50*time.Millisecond)},
 		{Name: "medium", MaxInputTokens: 8192, Rate: 1.4, Burst: 4, MaxInFlight: 32, MaxQueue: 64,
-			MaxQueueWait: Duration(4 * time.Second), SLO: SLO{TTFT: Duration(3500 * time.Millisecond)}},
-		{Name: "long", MaxInputTokens: 32768, MaxInFlight: 8, MaxQueue: 16, MaxQueueWait: Duration(10 * time.Second)},
-		{Name: "xlong", MaxInFlight: 2, MaxQueue: 4, MaxQueueWait: Duration(30 * time.Second)},
+			MaxQueueWait: measure.Duration(4 * time.Second), SLO: measure.SLO{TTFT: measure.Duration(3500 * time.Millisecond)}},
+		{Name: "long", MaxInputTokens: 32768, MaxInFlight: 8, MaxQueue: 16, MaxQueueWait: measure.Duration(10 * time.Second)},
+		{Name: "xlong", MaxInFlight: 2, MaxQueue: 4, MaxQueueWait: measure.Duration(30 * time.Second)},
 	}
 	if !reflect.DeepEqual(cfg.Tiers, want) {
 		t.Fatalf("tiers\n got %+v\nwant %+v", cfg.Tiers, want)
 	}
-	wantFB := Feedback{Interval: Duration(2 * time.Second), Window: Duration(30 * time.Second), MinSamples: 20, Backoff: 0.9, Increase: 1}
+	wantFB := Feedback{Interval: measure.Duration(2 * time.Second), Window: measure.Duration(30 * time.Second), MinSamples: 20, Backoff: 0.9, Increase: 1}
 	if cfg.Feedback != wantFB {
 		t.Fatalf("feedback %+v", cfg.Feedback)
 	}
@@ -115,7 +117,7 @@ func TestParseConfigErrors(t *testing.T) {
 func TestValidate(t *testing.T) {
 	valid := func() Config {
 		return Config{Tiers: []TierConfig{
-			{Name: "a", MaxInputTokens: 100, MaxInFlight: 4, MaxQueue: 2, MaxQueueWait: Duration(time.Second)},
+			{Name: "a", MaxInputTokens: 100, MaxInFlight: 4, MaxQueue: 2, MaxQueueWait: measure.Duration(time.Second)},
 			{Name: "b", MaxInFlight: 2},
 		}}
 	}
@@ -131,7 +133,7 @@ func TestValidate(t *testing.T) {
 		{name: "a bounded last tier", edit: tier(1, func(t *TierConfig) { t.MaxInputTokens = 200 })},
 		{name: "sixteen tiers", edit: func(c *Config) { c.Tiers = manyTiers(16) }},
 		{name: "rate 0 with a burst", edit: tier(0, func(t *TierConfig) { t.Burst = 5 })},
-		{name: "wait without a queue", edit: tier(1, func(t *TierConfig) { t.MaxQueueWait = Duration(time.Second) })},
+		{name: "wait without a queue", edit: tier(1, func(t *TierConfig) { t.MaxQueueWait = measure.Duration(time.Second) })},
 		{name: "min equal to max", edit: tier(0, func(t *TierConfig) { t.MinInFlight = 4 })},
 		{name: "increase +0 and backoff 0 (defaults)", edit: fb(func(f *Feedback) { f.Backoff, f.Increase = 0, 0 })},
 
@@ -210,28 +212,28 @@ func TestDefaultConfig(t *testing.T) {
 }
 
 func TestWithDefaults(t *testing.T) {
-	sidecar := SLO{TTFT: Duration(2 * time.Second), TPOT: Duration(100 * time.Millisecond)}
+	sidecar := measure.NewSLO(2*time.Second, 100*time.Millisecond)
 	c := Config{
 		Tiers: []TierConfig{
 			{Name: "none", MaxInputTokens: 10, MaxInFlight: 4},
-			{Name: "ttft only", MaxInputTokens: 20, MaxInFlight: 4, MinInFlight: 3, SLO: SLO{TTFT: Duration(time.Second)}},
-			{Name: "both", MaxInFlight: 4, SLO: SLO{TTFT: Duration(5 * time.Second), TPOT: Duration(time.Second)}},
+			{Name: "ttft only", MaxInputTokens: 20, MaxInFlight: 4, MinInFlight: 3, SLO: measure.SLO{TTFT: measure.Duration(time.Second)}},
+			{Name: "both", MaxInFlight: 4, SLO: measure.NewSLO(5*time.Second, time.Second)},
 		},
 		Feedback: Feedback{MinSamples: 7, Backoff: 0.5},
 	}
 	d := c.withDefaults(sidecar)
-	wantSLO := []SLO{sidecar, {TTFT: Duration(time.Second), TPOT: sidecar.TPOT}, c.Tiers[2].SLO}
+	wantSLO := []measure.SLO{sidecar, {TTFT: measure.Duration(time.Second), TPOT: sidecar.TPOT}, c.Tiers[2].SLO}
 	wantMin := []int{1, 3, 1}
 	for i, tc := range d.Tiers {
 		if tc.SLO != wantSLO[i] || tc.MinInFlight != wantMin[i] {
 			t.Errorf("tier %q: SLO %+v min %d, want %+v min %d", tc.Name, tc.SLO, tc.MinInFlight, wantSLO[i], wantMin[i])
 		}
 	}
-	wantFB := Feedback{Interval: Duration(2 * time.Second), Window: Duration(60 * time.Second), MinSamples: 7, Backoff: 0.5, Increase: 1, Target: 0.9}
+	wantFB := Feedback{Interval: measure.Duration(2 * time.Second), Window: measure.Duration(60 * time.Second), MinSamples: 7, Backoff: 0.5, Increase: 1, Target: 0.9}
 	if d.Feedback != wantFB {
 		t.Errorf("feedback %+v, want %+v", d.Feedback, wantFB)
 	}
-	if c.Tiers[0].SLO != (SLO{}) || c.Tiers[0].MinInFlight != 0 || c.Feedback.Interval != 0 {
+	if c.Tiers[0].SLO != (measure.SLO{}) || c.Tiers[0].MinInFlight != 0 || c.Feedback.Interval != 0 {
 		t.Errorf("withDefaults changed its receiver's tiers: %+v", c)
 	}
 	if err := d.Validate(); err != nil {
@@ -298,12 +300,12 @@ func FuzzParseConfig(f *testing.F) {
 // A queue without a wait waits half the tier's TTFT SLO: a request that waited the
 // longest can still meet the SLO.
 func TestQueueWaitDefaultsToHalfTheTTFT(t *testing.T) {
-	c := Config{Tiers: []TierConfig{{Name: "a", MaxInputTokens: 10, MaxInFlight: 1, MaxQueue: 4}, {Name: "b", MaxInFlight: 1, MaxQueue: 4, SLO: SLO{TTFT: Duration(8 * time.Second)}}}}
+	c := Config{Tiers: []TierConfig{{Name: "a", MaxInputTokens: 10, MaxInFlight: 1, MaxQueue: 4}, {Name: "b", MaxInFlight: 1, MaxQueue: 4, SLO: measure.SLO{TTFT: measure.Duration(8 * time.Second)}}}}
 	if err := c.Validate(); err != nil {
 		t.Fatal(err)
 	}
-	d := c.withDefaults(SLO{TTFT: Duration(2 * time.Second), TPOT: Duration(100 * time.Millisecond)})
-	if d.Tiers[0].MaxQueueWait != Duration(time.Second) || d.Tiers[1].MaxQueueWait != Duration(4*time.Second) {
+	d := c.withDefaults(measure.NewSLO(2*time.Second, 100*time.Millisecond))
+	if d.Tiers[0].MaxQueueWait != measure.Duration(time.Second) || d.Tiers[1].MaxQueueWait != measure.Duration(4*time.Second) {
 		t.Errorf("waits %v and %v, want 1s and 4s", time.Duration(d.Tiers[0].MaxQueueWait), time.Duration(d.Tiers[1].MaxQueueWait))
 	}
 }

@@ -7,10 +7,12 @@ import (
 	"sync"
 	"time"
 
+	"golang.org/x/time/rate"
+
 	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/engine"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
-	"golang.org/x/time/rate"
 )
 
 // Mode is how admission acts on its decisions.
@@ -48,7 +50,7 @@ type DecisionObserver interface{ ObserveDecision(Decision) }
 // Options configure a Controller.
 type Options struct {
 	Mode       Mode
-	SLO        SLO                // the SLOs of tiers that set none
+	SLO        measure.SLO        // the SLOs of tiers that set none
 	Engine     EngineSource       // nil: no engine signals
 	Saturation Saturation         // when the engine counts as saturated
 	Clock      clock.Clock        // decisions, queue deadlines, Run's ticker; default clock.Real

@@ -99,7 +99,7 @@ func newHarness(t *testing.T, mode Mode, cfg Config, opts ...func(*Options)) *ha
 	h := &harness{t: t, clock: clock.NewFake(epoch), eng: &fakeEngine{}, rec: &recorder{}}
 	h.eng.Set(snap(h.clock.Now()))
 	o := Options{
-		Mode: mode, SLO: SLO{TTFT: Duration(time.Second), TPOT: Duration(100 * time.Millisecond)},
+		Mode: mode, SLO: measure.NewSLO(time.Second, 100*time.Millisecond),
 		Engine: h.eng, Clock: h.clock, Observers: []DecisionObserver{h.rec},
 	}
 	for _, edit := range opts {
@@ -116,7 +116,7 @@ func newHarness(t *testing.T, mode Mode, cfg Config, opts ...func(*Options)) *ha
 // tierConfig is a one-tier configuration: cap 1, a queue of 2 waiting at most 2s;
 // edits change it.
 func tierConfig(edits ...func(*TierConfig)) Config {
-	tc := TierConfig{Name: "t", MaxInFlight: 1, MaxQueue: 2, MaxQueueWait: Duration(2 * time.Second)}
+	tc := TierConfig{Name: "t", MaxInFlight: 1, MaxQueue: 2, MaxQueueWait: measure.Duration(2 * time.Second)}
 	for _, e := range edits {
 		e(&tc)
 	}

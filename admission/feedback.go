@@ -5,6 +5,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/slogate/slogate/measure"
 )
 
 // The SLO feedback of a tier's in-flight cap, an AIMD controller like TCP's congestion
@@ -35,7 +37,8 @@ import (
 //
 // TTFT here is the engine's part (from dispatch), not the time spent in slogate's queue:
 // the cap controls the engine's load, and the queue is bounded separately by
-// max_queue_wait. Only streams that ended ok are observed.
+// max_queue_wait. Only streams that ended ok with output are observed: the requests and
+// latencies of measure.DispatchLatency.
 
 // maxSamples bounds the observations a window keeps per metric.
 const maxSamples = 1024
@@ -128,7 +131,7 @@ const minBackoff = 0.5
 
 // overshoot returns aim/p95 when p95 is over the aim (target × slo), else 1. An SLO or a
 // p95 of 0 is unknown: 1.
-func overshoot(p95 time.Duration, slo Duration, target float64) float64 {
+func overshoot(p95 time.Duration, slo measure.Duration, target float64) float64 {
 	aim := target * float64(slo)
 	if slo <= 0 || p95 <= 0 || float64(p95) <= aim {
 		return 1

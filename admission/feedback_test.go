@@ -5,8 +5,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/slogate/slogate/measure"
 	"golang.org/x/time/rate"
+
+	"github.com/slogate/slogate/measure"
 )
 
 func TestP95NearestRank(t *testing.T) {
@@ -44,7 +45,7 @@ func TestP95NearestRank(t *testing.T) {
 // TestAdjust runs one round of the AIMD controller on a tier in a known state.
 func TestAdjust(t *testing.T) {
 	const sloTTFT, sloTPOT = time.Second, 100 * time.Millisecond
-	fb := Feedback{Interval: Duration(2 * time.Second), Window: Duration(30 * time.Second), MinSamples: 20, Backoff: 0.5, Increase: 1, Target: 1}
+	fb := Feedback{Interval: measure.Duration(2 * time.Second), Window: measure.Duration(30 * time.Second), MinSamples: 20, Backoff: 0.5, Increase: 1, Target: 1}
 	many := func(n int, v time.Duration) []time.Duration {
 		s := make([]time.Duration, n)
 		for i := range s {
@@ -83,9 +84,9 @@ func TestAdjust(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			slo := SLO{TTFT: Duration(sloTTFT), TPOT: Duration(sloTPOT)}
+			slo := measure.NewSLO(sloTTFT, sloTPOT)
 			if tt.noSLO {
-				slo = SLO{}
+				slo = measure.SLO{}
 			}
 			now := epoch
 			ts := newTierState(TierConfig{Name: "t", MinInFlight: tt.min, MaxInFlight: tt.max, SLO: slo}, now)
@@ -114,9 +115,9 @@ func TestAdjust(t *testing.T) {
 // old cap no longer count, however recently they ended; and the p95s aim at Target of
 // the SLO.
 func TestAdjustJudgesOnlyTheNewCap(t *testing.T) {
-	fb := Feedback{Interval: Duration(time.Second), Window: Duration(time.Minute), MinSamples: 3, Backoff: 0.5, Increase: 1, Target: 0.9}
+	fb := Feedback{Interval: measure.Duration(time.Second), Window: measure.Duration(time.Minute), MinSamples: 3, Backoff: 0.5, Increase: 1, Target: 0.9}
 	now := epoch
-	ts := newTierState(TierConfig{Name: "t", MinInFlight: 1, MaxInFlight: 16, SLO: SLO{TPOT: Duration(100 * time.Millisecond)}}, now)
+	ts := newTierState(TierConfig{Name: "t", MinInFlight: 1, MaxInFlight: 16, SLO: measure.SLO{TPOT: measure.Duration(100 * time.Millisecond)}}, now)
 	ts.queued = 1
 	observe := func(sent time.Time, tpot time.Duration, n int) {
 		for range n {
@@ -146,8 +147,10 @@ func TestAdjustJudgesOnlyTheNewCap(t *testing.T) {
 // feedbackConfig is a tier with cap 4 that may fall to 1, adjusted every 2s after 5
 // observations; requests wait up to a minute.
 func feedbackConfig() Config {
-	cfg := tierConfig(func(tc *TierConfig) { tc.MaxInFlight, tc.MaxQueue, tc.MaxQueueWait = 4, 8, Duration(time.Minute) })
-	cfg.Feedback = Feedback{Interval: Duration(2 * time.Second), MinSamples: 5, Backoff: 0.5}
+	cfg := tierConfig(func(tc *TierConfig) {
+		tc.MaxInFlight, tc.MaxQueue, tc.MaxQueueWait = 4, 8, measure.Duration(time.Minute)
+	})
+	cfg.Feedback = Feedback{Interval: measure.Duration(2 * time.Second), MinSamples: 5, Backoff: 0.5}
 	return cfg
 }
 
@@ -161,8 +164,8 @@ func (h *harness) finishWith(n int, res measure.Result) {
 // Through the Controller: results fed by Done, the controller run by Tick.
 func TestFeedbackLoop(t *testing.T) {
 	h := newHarness(t, Enforce, feedbackConfig())
-	slow := measure.Result{Stream: true, Outcome: measure.OK, TTFT: 3 * time.Second, TPOT: 10 * time.Millisecond}
-	fast := measure.Result{Stream: true, Outcome: measure.OK, TTFT: 100 * time.Millisecond, TPOT: 10 * time.Millisecond}
+	slow := measure.Result{Stream: true, Outcome: measure.OK, OutputChunks: 10, TTFT: 3 * time.Second, TPOT: 10 * time.Millisecond}
+	fast := measure.Result{Stream: true, Outcome: measure.OK, OutputChunks: 10, TTFT: 100 * time.Millisecond, TPOT: 10 * time.Millisecond}
 
 	h.finishWith(5, slow)
 	h.c.Tick()
@@ -208,12 +211,13 @@ func TestFeedbackOnlyOKStreams(t *testing.T) {
 		res  measure.Result
 		fed  bool
 	}{
-		{name: "ok stream", res: measure.Result{Stream: true, Outcome: measure.OK, TTFT: time.Minute, TPOT: time.Second}, fed: true},
-		{name: "ok, not streamed", res: measure.Result{Outcome: measure.OK, TTFT: time.Minute, TPOT: time.Second}},
-		{name: "stream broke off", res: measure.Result{Stream: true, Outcome: measure.AbortedMidstream, TTFT: time.Minute, TPOT: time.Second}},
-		{name: "client cancelled", res: measure.Result{Stream: true, Outcome: measure.ClientCancelled, TTFT: time.Minute}},
-		{name: "upstream error", res: measure.Result{Stream: true, Outcome: measure.UpstreamError, TTFT: time.Minute}},
-		{name: "upstream timeout", res: measure.Result{Stream: true, Outcome: measure.UpstreamTimeout, TTFT: time.Minute}},
+		{name: "ok stream", res: measure.Result{Stream: true, Outcome: measure.OK, OutputChunks: 10, TTFT: time.Minute, TPOT: time.Second}, fed: true},
+		{name: "ok stream without output", res: measure.Result{Stream: true, Outcome: measure.OK, TTFT: time.Minute, TPOT: time.Second}},
+		{name: "ok, not streamed", res: measure.Result{Outcome: measure.OK, OutputChunks: 10, TTFT: time.Minute, TPOT: time.Second}},
+		{name: "stream broke off", res: measure.Result{Stream: true, Outcome: measure.AbortedMidstream, OutputChunks: 10, TTFT: time.Minute, TPOT: time.Second}},
+		{name: "client cancelled", res: measure.Result{Stream: true, Outcome: measure.ClientCancelled, OutputChunks: 10, TTFT: time.Minute}},
+		{name: "upstream error", res: measure.Result{Stream: true, Outcome: measure.UpstreamError, OutputChunks: 10, TTFT: time.Minute}},
+		{name: "upstream timeout", res: measure.Result{Stream: true, Outcome: measure.UpstreamTimeout, OutputChunks: 10, TTFT: time.Minute}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -231,7 +235,7 @@ func TestFeedbackOnlyOKStreams(t *testing.T) {
 // In shadow mode a request held in the virtual queue is demand the cap may grow for.
 func TestFeedbackShadowDemand(t *testing.T) {
 	h := newHarness(t, Shadow, feedbackConfig())
-	fast := measure.Result{Stream: true, Outcome: measure.OK, TTFT: 100 * time.Millisecond, TPOT: 10 * time.Millisecond}
+	fast := measure.Result{Stream: true, Outcome: measure.OK, OutputChunks: 10, TTFT: 100 * time.Millisecond, TPOT: 10 * time.Millisecond}
 	h.c.mu.Lock()
 	h.c.tiers[0].limit = 1
 	h.c.mu.Unlock()
@@ -252,7 +256,7 @@ func TestFeedbackShadowDemand(t *testing.T) {
 // TestAdjustCutsWithTheOvershoot: a p95 a little over the aim costs Backoff of the cap,
 // one far over it costs aim/p95, and never more than half.
 func TestAdjustCutsWithTheOvershoot(t *testing.T) {
-	fb := Feedback{Interval: Duration(time.Second), Window: Duration(time.Minute), MinSamples: 1, Backoff: 0.9, Increase: 1, Target: 1}
+	fb := Feedback{Interval: measure.Duration(time.Second), Window: measure.Duration(time.Minute), MinSamples: 1, Backoff: 0.9, Increase: 1, Target: 1}
 	for _, tc := range []struct {
 		tpot time.Duration
 		want float64
@@ -261,7 +265,7 @@ func TestAdjustCutsWithTheOvershoot(t *testing.T) {
 		{125 * time.Millisecond, 80}, // 100/125 = 0.8
 		{400 * time.Millisecond, 50}, // 100/400 = 0.25, held at 0.5
 	} {
-		ts := newTierState(TierConfig{Name: "t", MinInFlight: 1, MaxInFlight: 100, SLO: SLO{TPOT: Duration(100 * time.Millisecond)}}, epoch)
+		ts := newTierState(TierConfig{Name: "t", MinInFlight: 1, MaxInFlight: 100, SLO: measure.SLO{TPOT: measure.Duration(100 * time.Millisecond)}}, epoch)
 		ts.slo.observe(epoch, epoch, 0, tc.tpot)
 		ts.adjust(epoch, fb)
 		if ts.limit != tc.want {
@@ -273,7 +277,7 @@ func TestAdjustCutsWithTheOvershoot(t *testing.T) {
 // TestAdjustRate runs one round of the rate's feedback on a tier with a max_rate.
 func TestAdjustRate(t *testing.T) {
 	const sloTTFT = time.Second
-	fb := Feedback{Interval: Duration(time.Second), Window: Duration(time.Minute), MinSamples: 5, Backoff: 0.5, Increase: 1, Target: 1}
+	fb := Feedback{Interval: measure.Duration(time.Second), Window: measure.Duration(time.Minute), MinSamples: 5, Backoff: 0.5, Increase: 1, Target: 1}
 	tests := []struct {
 		name          string
 		rate, maxRate float64
@@ -292,7 +296,7 @@ func TestAdjustRate(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			now := epoch
-			cfg := TierConfig{Name: "t", Rate: tt.rate, Burst: 1, MaxRate: tt.maxRate, MinInFlight: 1, MaxInFlight: 10, SLO: SLO{TTFT: Duration(sloTTFT)}}
+			cfg := TierConfig{Name: "t", Rate: tt.rate, Burst: 1, MaxRate: tt.maxRate, MinInFlight: 1, MaxInFlight: 10, SLO: measure.SLO{TTFT: measure.Duration(sloTTFT)}}
 			if err := (Config{Tiers: []TierConfig{cfg}}).Validate(); err != nil {
 				t.Fatal(err)
 			}

@@ -198,9 +198,10 @@ func (tk *Ticket) EstimatedTokens() int { return tk.tokens }
 // Done ends the request: it leaves the ledger with its prompt and output (before
 // anything else, so every decision from then on sees it gone), its prompt's token count
 // goes to the estimator, and — outside Off mode — it releases its slot, feeds its TTFT
-// and TPOT to the tier's SLO feedback (streams that ended ok) and its completion to the
-// tier's service rate, and moves the queue on. Only the first call does anything; Done
-// is not safe for concurrent use with itself.
+// and TPOT to the tier's SLO feedback (streams that ended ok with output, as
+// measure.DispatchLatency has them) and its completion to the tier's service rate, and
+// moves the queue on. Only the first call does anything; Done is not safe for concurrent
+// use with itself.
 func (tk *Ticket) Done(res measure.Result) {
 	c := tk.c
 	if c == nil {
@@ -228,8 +229,8 @@ func (tk *Ticket) Done(res measure.Result) {
 		t.inFlight--
 	}
 	t.finish(now)
-	if res.Outcome == measure.OK && res.Stream {
-		t.slo.observe(now, tk.start, res.TTFT, res.TPOT)
+	if ttft, tpot, ok := measure.DispatchLatency(res); ok {
+		t.slo.observe(now, tk.start, ttft, tpot)
 	}
 	c.pump(now, t)
 }

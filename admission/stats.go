@@ -1,6 +1,10 @@
 package admission
 
-import "time"
+import (
+	"time"
+
+	"github.com/slogate/slogate/measure"
+)
 
 // TierStats is a tier's state at one moment, for metrics and the status page.
 type TierStats struct {
@@ -15,7 +19,7 @@ type TierStats struct {
 	MaxQueueWait   time.Duration
 	Rate           float64 // 0: no rate limit
 	Burst          int
-	SLO            SLO
+	SLO            measure.SLO
 	P95TTFT        time.Duration // as of the last feedback round; 0 unknown
 	P95TPOT        time.Duration
 	ServiceRate    float64 // completions per second over the last 10 s; 0 unknown

@@ -11,7 +11,7 @@ import (
 func TestStats(t *testing.T) {
 	cfg := Config{Tiers: []TierConfig{
 		{Name: "a", MaxInputTokens: 100, Rate: 50, Burst: 20, MaxInFlight: 5, MinInFlight: 2, MaxQueue: 6,
-			MaxQueueWait: Duration(3 * time.Second), SLO: SLO{TTFT: Duration(500 * time.Millisecond)}},
+			MaxQueueWait: measure.Duration(3 * time.Second), SLO: measure.SLO{TTFT: measure.Duration(500 * time.Millisecond)}},
 		{Name: "b", MaxInFlight: 1},
 	}, Feedback: Feedback{MinSamples: 3}}
 	h := newHarness(t, Enforce, cfg)
@@ -22,18 +22,18 @@ func TestStats(t *testing.T) {
 	}
 	want := TierStats{Name: "a", MaxInputTokens: 100, Limit: 5, MinInFlight: 2, MaxInFlight: 5, MaxQueue: 6,
 		MaxQueueWait: 3 * time.Second, Rate: 50, Burst: 20,
-		SLO: SLO{TTFT: Duration(500 * time.Millisecond), TPOT: Duration(100 * time.Millisecond)}}
+		SLO: measure.NewSLO(500*time.Millisecond, 100*time.Millisecond)}
 	if st.Tiers[0] != want {
 		t.Fatalf("tier a\n got %+v\nwant %+v", st.Tiers[0], want)
 	}
-	if b := st.Tiers[1]; b.Name != "b" || b.MaxInputTokens != 0 || b.MinInFlight != 1 || b.Rate != 0 || b.SLO.TTFT != Duration(time.Second) {
+	if b := st.Tiers[1]; b.Name != "b" || b.MaxInputTokens != 0 || b.MinInFlight != 1 || b.Rate != 0 || b.SLO.TTFT != measure.Duration(time.Second) {
 		t.Fatalf("tier b %+v", b)
 	}
 
 	// Completions one second apart, with TTFTs 100..300ms and TPOTs 10..30ms.
 	for i := 1; i <= 3; i++ {
 		h.clock.Step(time.Second)
-		h.admitNow(req(1)).Done(measure.Result{Stream: true, Outcome: measure.OK,
+		h.admitNow(req(1)).Done(measure.Result{Stream: true, Outcome: measure.OK, OutputChunks: 10,
 			TTFT: time.Duration(i) * 100 * time.Millisecond, TPOT: time.Duration(i) * 10 * time.Millisecond})
 	}
 	h.c.Tick()

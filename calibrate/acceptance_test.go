@@ -12,6 +12,7 @@ import (
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -33,11 +34,11 @@ const window = time.Minute
 
 // tierSLOs are the SLOs of the built-in tiers in the acceptance tests, in the engine's
 // time: longer prompts take longer to prefill, and their tiers promise less.
-var tierSLOs = map[string]enginesim.SLO{
-	"short":  {TTFT: 2 * time.Second, TPOT: 100 * time.Millisecond},
-	"medium": {TTFT: 5 * time.Second, TPOT: 100 * time.Millisecond},
-	"long":   {TTFT: 10 * time.Second, TPOT: 150 * time.Millisecond},
-	"xlong":  {TTFT: 15 * time.Second, TPOT: 150 * time.Millisecond},
+var tierSLOs = map[string]measure.SLO{
+	"short":  measure.NewSLO(2*time.Second, 100*time.Millisecond),
+	"medium": measure.NewSLO(5*time.Second, 100*time.Millisecond),
+	"long":   measure.NewSLO(10*time.Second, 150*time.Millisecond),
+	"xlong":  measure.NewSLO(15*time.Second, 150*time.Millisecond),
 }
 
 // Acceptance: "against the simulator profiles, whose true sustainable rate per tier is
@@ -57,7 +58,7 @@ func TestAcceptanceKneePerTier(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			plan, err := DefaultPlan(admission.DefaultConfig(), admission.SLO{}, p.MaxModelLen, 128)
+			plan, err := DefaultPlan(admission.DefaultConfig(), measure.SLO{}, p.MaxModelLen, 128)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -83,7 +84,7 @@ func checkTier(t *testing.T, p enginesim.Profile, tier string, shape synth.Shape
 	scaled := func(d time.Duration) time.Duration { return time.Duration(float64(d) / speed) }
 	plan := Plan{
 		Tiers: []TierPlan{{Shape: shape, Tier: admission.TierConfig{
-			Name: tier, SLO: admission.SLO{TTFT: admission.Duration(scaled(slo.TTFT)), TPOT: admission.Duration(scaled(slo.TPOT))},
+			Name: tier, SLO: measure.NewSLO(scaled(time.Duration(slo.TTFT)), scaled(time.Duration(slo.TPOT))),
 		}}},
 		Round: scaled(window), MaxRound: scaled(10 * time.Minute), MinRequests: 200,
 	}
@@ -173,7 +174,7 @@ func TestAcceptanceSeed003Inflection(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tier := admission.TierConfig{Name: "8k", SLO: admission.SLO{TTFT: admission.Duration(5 * time.Second / speed), TPOT: admission.Duration(100 * time.Millisecond / speed)}}
+	tier := admission.TierConfig{Name: "8k", SLO: measure.NewSLO(5*time.Second/speed, 100*time.Millisecond/speed)}
 	plan := Plan{
 		Tiers: []TierPlan{{Tier: tier, Shape: synth.Shape{Name: "8k", Input: 8192, Output: 128}}},
 		Round: 200 * time.Second / speed, // the seed's 600 requests in three rounds at 0.5×

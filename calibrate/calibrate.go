@@ -27,6 +27,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -122,19 +123,14 @@ func (p Plan) Estimate() time.Duration {
 // has none): each tier's shape has three quarters of its input bound (the last tier,
 // unbounded, twice the previous bound), at most the engine's context length minus the
 // output, and output tokens of output.
-func DefaultPlan(cfg admission.Config, slo admission.SLO, maxModelLen, output int) (Plan, error) {
+func DefaultPlan(cfg admission.Config, slo measure.SLO, maxModelLen, output int) (Plan, error) {
 	if err := cfg.Validate(); err != nil {
 		return Plan{}, err
 	}
 	var p Plan
 	prev := 0
 	for _, t := range cfg.Tiers {
-		if t.SLO.TTFT == 0 {
-			t.SLO.TTFT = slo.TTFT
-		}
-		if t.SLO.TPOT == 0 {
-			t.SLO.TPOT = slo.TPOT
-		}
+		t.SLO = t.SLO.Or(slo)
 		input := t.MaxInputTokens * 3 / 4
 		if t.MaxInputTokens == 0 {
 			input = max(2*prev, 1024)

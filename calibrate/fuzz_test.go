@@ -10,6 +10,7 @@ import (
 	"go.yaml.in/yaml/v3"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
 )
 
 // FuzzFromConfig feeds arbitrary tiers files to the reader of the calibration they
@@ -139,7 +140,7 @@ func checkWrittenBack(t *testing.T, cfg admission.Config, r Result) {
 // message naming the tier it did not find, or returns the named tiers of the plan, each
 // once, in the order first named; an empty list keeps the whole plan.
 func FuzzPlanOnly(f *testing.F) {
-	plan, err := DefaultPlan(admission.DefaultConfig(), admission.SLO{TTFT: admission.Duration(2 * time.Second)}, 131072, 128)
+	plan, err := DefaultPlan(admission.DefaultConfig(), measure.SLO{TTFT: measure.Duration(2 * time.Second)}, 131072, 128)
 	if err != nil {
 		f.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
 )
 
 // Limits from measured inflection points. An engine offered more than it can serve keeps
@@ -43,11 +44,11 @@ const (
 // offered requests completed, and throughput still growing with the offered rate — a
 // marginal efficiency (ΔX/X)/(Δλ/λ) from base of at least 0.7. It returns the reason
 // when not.
-func sustainable(p Point, base *Point, slo admission.SLO) (bool, string) {
+func sustainable(p Point, base *Point, slo measure.SLO) (bool, string) {
 	switch {
-	case slo.TTFT > 0 && p.TTFTp95 > time.Duration(slo.TTFT):
+	case !slo.MetTTFT(p.TTFTp95):
 		return false, fmt.Sprintf("p95 TTFT %s over the SLO %s", p.TTFTp95.Round(time.Millisecond), time.Duration(slo.TTFT))
-	case slo.TPOT > 0 && p.TPOTp95 > time.Duration(slo.TPOT):
+	case !slo.MetTPOT(p.TPOTp95):
 		return false, fmt.Sprintf("p95 TPOT %s over the SLO %s", p.TPOTp95.Round(time.Millisecond), time.Duration(slo.TPOT))
 	case p.Completion < minCompletion:
 		return false, fmt.Sprintf("%.0f%% of the offered requests completed", 100*p.Completion)
@@ -71,7 +72,7 @@ func efficiency(p Point, base *Point) (float64, bool) {
 // it; -1 when even the lowest rate was not sustainable. Each point's marginal efficiency
 // is measured from the highest sustainable point at least a quarter lower in offered
 // rate, or from the lowest sustainable point when none is that far below.
-func kneeOf(points []Point, slo admission.SLO) (int, string) {
+func kneeOf(points []Point, slo measure.SLO) (int, string) {
 	best, why := -1, "no measured rate was sustainable"
 	for i := range points {
 		ok, reason := sustainable(points[i], baseFor(points, best, i), slo)
@@ -146,7 +147,7 @@ func kneedle(points []Point) (float64, bool) {
 //   - a queue wait of the TTFT SLO minus the typical (median) TTFT at λ*, the time the
 //     engine itself needs for the first token, at least 100 ms; and a queue of rate ×
 //     wait requests, at least 1.
-func deriveLimits(k Point, slo admission.SLO) admission.TierConfig {
+func deriveLimits(k Point, slo measure.SLO) admission.TierConfig {
 	rate := 0.9 * k.Offered
 	inFlight := max(int(math.Ceil(2*k.Offered*k.MeanE2E.Seconds())), 1)
 	wait := max(time.Duration(slo.TTFT)-k.TTFTp50, 100*time.Millisecond)
@@ -154,7 +155,7 @@ func deriveLimits(k Point, slo admission.SLO) admission.TierConfig {
 		Rate: round3(rate), MaxRate: round3(1.5 * k.Offered),
 		Burst:       max(int(math.Ceil(rate*time.Duration(slo.TTFT).Seconds())), 1),
 		MaxInFlight: inFlight, MinInFlight: 1,
-		MaxQueue: max(int(math.Ceil(rate*wait.Seconds())), 1), MaxQueueWait: admission.Duration(wait.Round(time.Millisecond)),
+		MaxQueue: max(int(math.Ceil(rate*wait.Seconds())), 1), MaxQueueWait: measure.Duration(wait.Round(time.Millisecond)),
 		SLO: slo,
 	}
 }

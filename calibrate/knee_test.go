@@ -7,10 +7,11 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/synth"
 )
 
-var kneeSLO = admission.SLO{TTFT: admission.Duration(5 * time.Second), TPOT: admission.Duration(100 * time.Millisecond)}
+var kneeSLO = measure.NewSLO(5*time.Second, 100*time.Millisecond)
 
 // pt is a point that meets kneeSLO unless changed: throughput equal to the offered rate.
 func pt(offered, throughput float64) Point {
@@ -151,12 +152,12 @@ func TestDeriveLimits(t *testing.T) {
 			// 0.9 λ* = 1.08 up to 1.5 λ* = 1.8, burst 1.08 × 5 s; twice Little: 2 × 1.2 × 8 s =
 			// 19.2 → 20; wait 5 s − 1 s; queue 1.08 × 4.
 			"seed 003 knee", pt(1.2, 1.2),
-			admission.TierConfig{Rate: 1.08, MaxRate: 1.8, Burst: 6, MaxInFlight: 20, MinInFlight: 1, MaxQueue: 5, MaxQueueWait: admission.Duration(4 * time.Second), SLO: kneeSLO},
+			admission.TierConfig{Rate: 1.08, MaxRate: 1.8, Burst: 6, MaxInFlight: 20, MinInFlight: 1, MaxQueue: 5, MaxQueueWait: measure.Duration(4 * time.Second), SLO: kneeSLO},
 		},
 		{
 			// The engine's own TTFT exceeds the SLO: the wait keeps its 100 ms floor.
 			"no room to queue", Point{Offered: 0.05, TTFTp50: 6 * time.Second, MeanE2E: time.Second},
-			admission.TierConfig{Rate: 0.045, MaxRate: 0.075, Burst: 1, MaxInFlight: 1, MinInFlight: 1, MaxQueue: 1, MaxQueueWait: admission.Duration(100 * time.Millisecond), SLO: kneeSLO},
+			admission.TierConfig{Rate: 0.045, MaxRate: 0.075, Burst: 1, MaxInFlight: 1, MinInFlight: 1, MaxQueue: 1, MaxQueueWait: measure.Duration(100 * time.Millisecond), SLO: kneeSLO},
 		},
 	}
 	for _, tc := range cases {

@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/synth"
 )
 
 func TestPlanOnly(t *testing.T) {
-	plan, err := DefaultPlan(admission.DefaultConfig(), admission.SLO{TTFT: admission.Duration(2 * time.Second)}, 131072, 128)
+	plan, err := DefaultPlan(admission.DefaultConfig(), measure.SLO{TTFT: measure.Duration(2 * time.Second)}, 131072, 128)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,7 +44,7 @@ func TestPlanOnly(t *testing.T) {
 // calibrated is a result of two tiers, one calibrated and one not.
 func calibrated(knee float64) Result {
 	p := Point{Offered: knee, Throughput: knee, Completion: 1, TTFTp50: 200 * time.Millisecond, MeanE2E: 4 * time.Second}
-	slo := admission.SLO{TTFT: admission.Duration(2 * time.Second), TPOT: admission.Duration(100 * time.Millisecond)}
+	slo := measure.NewSLO(2*time.Second, 100*time.Millisecond)
 	lim := deriveLimits(p, slo)
 	lim.Name, lim.MaxInputTokens = "short", 2048
 	return Result{

@@ -5,7 +5,7 @@ import (
 	"math"
 	"slices"
 
-	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -58,7 +58,7 @@ func cell(t TierResult, p Point) synth.Cell {
 // completed, and the latencies); a cell of any other state, or without a positive and
 // finite offered rate, was not measured and does not enter. A calibration's reports
 // carry the knee it chose; ScanKnee is for a scan that carries none, such as a probe's.
-func ScanKnee(cells []synth.Cell, slo admission.SLO) (int, string) {
+func ScanKnee(cells []synth.Cell, slo measure.SLO) (int, string) {
 	var valid []int
 	for i, c := range cells {
 		if c.State == synth.Valid && c.Rate > 0 && !math.IsInf(c.Rate, 1) {

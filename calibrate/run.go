@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -26,7 +27,7 @@ type Result struct {
 type TierResult struct {
 	Tier      string                `yaml:"tier" json:"tier"`
 	Shape     synth.Shape           `yaml:"shape" json:"shape"`
-	SLO       admission.SLO         `yaml:"slo" json:"slo"`
+	SLO       measure.SLO           `yaml:"slo" json:"slo"`
 	Reference float64               `yaml:"reference_rps" json:"reference_rps"` // closed-loop completions/s
 	Points    []Point               `yaml:"points" json:"points"`
 	Knee      int                   `yaml:"knee" json:"knee"`
@@ -126,7 +127,7 @@ func (c *run) measure(ctx context.Context, r *TierResult, tp TierPlan, rate floa
 // bisects the rates asked for, not those sent: a round's arrivals may send a few percent
 // more or less than asked (the same share at every rate, as they are the same arrivals
 // scaled), and a bisection of the rates sent would then never close its bracket.
-func (c *run) nextRate(r TierResult, slo admission.SLO) (float64, bool) {
+func (c *run) nextRate(r TierResult, slo measure.SLO) (float64, bool) {
 	knee, _ := kneeOf(r.Points, slo)
 	switch {
 	case knee == len(r.Points)-1:

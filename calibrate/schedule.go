@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/schedule"
 	"github.com/slogate/slogate/synth"
 )
@@ -26,7 +27,7 @@ type ScheduleConfig struct {
 	// Tiers returns the tiers in force; each calibration plans from them and merges its
 	// limits into them.
 	Tiers  func() admission.Config
-	SLO    admission.SLO                // the SLOs of tiers that set none
+	SLO    measure.SLO                  // the SLOs of tiers that set none
 	Output int                          // output tokens of every calibration request; default 128
 	Round  time.Duration                // arrival window of each measured rate; default 60s
 	Engine func() string                // the engine's kind, for the provenance; nil: not recorded
@@ -214,7 +215,7 @@ func (r Result) errors() string {
 
 // PlanFor reads the target's model and context length and plans the tiers of cfg that
 // fit it, with output tokens per request (see DefaultPlan).
-func PlanFor(ctx context.Context, t *synth.Target, cfg admission.Config, slo admission.SLO, output int) (Plan, error) {
+func PlanFor(ctx context.Context, t *synth.Target, cfg admission.Config, slo measure.SLO, output int) (Plan, error) {
 	if err := t.DiscoverModel(ctx); err != nil {
 		return Plan{}, err
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/enginesim"
 	"github.com/slogate/slogate/exporter"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/proxy"
 	"github.com/slogate/slogate/schedule"
 	"github.com/slogate/slogate/sidecar"
@@ -34,7 +35,7 @@ const (
 var demoProbe = synth.Workload{
 	Name: "demo", Kind: synth.Shapes,
 	Shapes:      []synth.Shape{{Name: "chat", Input: 256, Output: 64}, {Name: "document", Input: 2048, Output: 128}},
-	Concurrency: []int{1, 4}, Duration: synth.Duration(2 * time.Second), Rounds: 1,
+	Concurrency: []int{1, 4}, Duration: measure.Duration(2 * time.Second), Rounds: 1,
 }
 
 // Config is the demo's settings. Each field carries its flag name, environment variable,

@@ -7,6 +7,8 @@ import (
 	"math/rand/v2"
 	"slices"
 	"time"
+
+	"github.com/slogate/slogate/measure"
 )
 
 // Virtual time: the Scheduler driven by a loop that jumps from one step's end to the
@@ -177,13 +179,6 @@ func checkShape(p Profile, input, output int) error {
 	return nil
 }
 
-// SLO is what a rate must meet to be sustainable: the 95th percentiles of TTFT and of
-// per-request TPOT within their bounds. A zero bound is not checked.
-type SLO struct {
-	TTFT time.Duration // bound on p95 TTFT, counted from arrival at the API server
-	TPOT time.Duration // bound on p95 TPOT, a request's decode time / (output tokens − 1)
-}
-
 // Load is what a profile did with one run of open-loop arrivals in virtual time. The
 // percentiles are over the completed requests, by linear interpolation between closest
 // ranks (as the prober computes them).
@@ -197,11 +192,11 @@ type Load struct {
 	MeanE2E   time.Duration
 }
 
-// Meets reports whether l is sustainable under slo: every request sent completed, p95
-// TTFT within slo.TTFT and p95 TPOT within slo.TPOT.
-func (l Load) Meets(slo SLO) bool {
-	return l.Sent > 0 && l.Completed == l.Sent &&
-		(slo.TTFT <= 0 || l.TTFTp95 <= slo.TTFT) && (slo.TPOT <= 0 || l.TPOTp95 <= slo.TPOT)
+// Meets reports whether l is sustainable under slo: every request sent completed, and
+// p95 TTFT (counted from arrival at the API server) and p95 TPOT (a request's decode
+// time / (output tokens − 1)) within slo (measure.SLO.Met; a zero bound is not checked).
+func (l Load) Meets(slo measure.SLO) bool {
+	return l.Sent > 0 && l.Completed == l.Sent && slo.Met(l.TTFTp95, l.TPOTp95)
 }
 
 // Search says how SustainableRate measures. Zero fields take the defaults.
@@ -287,7 +282,7 @@ func summarizeLoad(fs []Finished, sent int, window time.Duration, output int) Lo
 // o.Window; with the defaults, a fraction of a second for the built-in h20x8-flash and
 // h200-9b profiles (the tiny profile's rates are thousands a second: use a shorter
 // window). It is deterministic and safe for concurrent use.
-func SustainableRate(p Profile, input, output int, slo SLO, o Search) (float64, error) {
+func SustainableRate(p Profile, input, output int, slo measure.SLO, o Search) (float64, error) {
 	if err := checkShape(p, input, output); err != nil {
 		return 0, err
 	}
@@ -311,7 +306,7 @@ func SustainableRate(p Profile, input, output int, slo SLO, o Search) (float64, 
 }
 
 // sustainableFor is SustainableRate for one seed, searching from rate start.
-func sustainableFor(p Profile, input, output int, slo SLO, o Search, seed uint64, start float64) (float64, error) {
+func sustainableFor(p Profile, input, output int, slo measure.SLO, o Search, seed uint64, start float64) (float64, error) {
 	passes := func(rate float64) (bool, error) {
 		l, err := OfferPoisson(p, input, output, rate, o.Window, o.Drain, seed)
 		return l.Meets(slo), err

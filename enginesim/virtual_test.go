@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/slogate/slogate/measure"
 )
 
 // The virtual-time harness (virtual.go) is what the calibration tests and SustainableRate
@@ -109,7 +111,7 @@ func seq21() []float64 {
 // and an SLO no idle engine meets sustains nothing.
 func TestSustainableRate(t *testing.T) {
 	p := mustProfile(t, "h20x8-flash")
-	slo := SLO{TTFT: 5 * time.Second, TPOT: 100 * time.Millisecond}
+	slo := measure.NewSLO(5*time.Second, 100*time.Millisecond)
 	o := Search{Seeds: []uint64{7}, Window: 5 * time.Minute}
 	r, err := SustainableRate(p, 8192, 128, slo, o)
 	if err != nil || r <= 0 {
@@ -121,11 +123,11 @@ func TestSustainableRate(t *testing.T) {
 	if !at.Meets(slo) || above.Meets(slo) {
 		t.Errorf("at %.3f req/s: %+v meets %v; %.1f%% above: %+v meets %v", r, at, at.Meets(slo), 200*o.Precision, above, above.Meets(slo))
 	}
-	loose, err := SustainableRate(p, 8192, 128, SLO{TTFT: 20 * time.Second, TPOT: 200 * time.Millisecond}, o)
+	loose, err := SustainableRate(p, 8192, 128, measure.NewSLO(20*time.Second, 200*time.Millisecond), o)
 	if err != nil || loose <= r {
 		t.Errorf("a looser SLO sustains %.3f req/s (%v), not more than %.3f", loose, err, r)
 	}
-	none, err := SustainableRate(p, 8192, 128, SLO{TTFT: time.Millisecond}, o)
+	none, err := SustainableRate(p, 8192, 128, measure.NewSLO(time.Millisecond, 0), o)
 	if err != nil || none != 0 {
 		t.Errorf("a 1 ms TTFT SLO sustains %v (%v), want 0", none, err)
 	}

@@ -42,7 +42,7 @@ func tiersConfig() admission.Config {
 func newController(t testing.TB, mode admission.Mode, clk *clock.Fake, opts admission.Options) *admission.Controller {
 	t.Helper()
 	opts.Mode, opts.Clock = mode, clk
-	opts.SLO = admission.SLO{TTFT: admission.Duration(2 * time.Second), TPOT: admission.Duration(100 * time.Millisecond)}
+	opts.SLO = measure.NewSLO(2*time.Second, 100*time.Millisecond)
 	c, err := admission.New(tiersConfig(), opts)
 	if err != nil {
 		t.Fatal(err)

@@ -20,8 +20,10 @@ var _ interface {
 // never reached it), OtherTier past MaxTierLabels distinct names. What it records:
 //   - slogate_requests_total, always;
 //   - time to first token as the client felt it, res.QueueWait + res.TTFT, for streams
-//     that ended OK with output;
-//   - time per output token, for streams that ended OK with at least two output tokens
+//     that ended OK with output: the requests and the TTFT an SLO judges
+//     (measure.ClientLatency), so that the bucket at a tier's SLO counts the requests
+//     measure.SLO.MetByClient would find within it;
+//   - time per output token, for those of them with at least two output tokens
 //     (res.TPOT > 0);
 //   - end-to-end duration as the client felt it, res.QueueWait + res.E2E, for requests
 //     that ended OK, streaming or not;
@@ -36,11 +38,11 @@ func (m *Metrics) Observe(req wire.Request, res measure.Result) {
 	s.request(&res, e).Inc()
 	if res.Outcome == measure.OK {
 		ts := s.tier(e)
-		if res.Stream && res.OutputChunks > 0 {
-			ts.ttft.Observe(seconds(res.QueueWait + res.TTFT))
-		}
-		if res.Stream && res.TPOT > 0 {
-			ts.tpot.Observe(seconds(res.TPOT))
+		if ttft, tpot, judged := measure.ClientLatency(res); judged {
+			ts.ttft.Observe(seconds(ttft))
+			if tpot > 0 {
+				ts.tpot.Observe(seconds(tpot))
+			}
 		}
 		ts.e2e.Observe(seconds(res.QueueWait + res.E2E))
 	}

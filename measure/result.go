@@ -5,6 +5,10 @@
 // whole non-streaming body — and yields a Result: time to first token, the gaps between
 // output chunks, time per output token, end-to-end time, tokens and an Outcome. The
 // definitions are those of the benchmark tools (see Result).
+//
+// An SLO is what a Result is judged by, with one rule wherever slogate judges: which
+// requests count, by which TTFT (the client's, ClientLatency, or the engine's,
+// DispatchLatency), and what is within a bound (SLO.Met).
 package measure
 
 import (

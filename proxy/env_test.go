@@ -222,7 +222,7 @@ func startProxyKeeping(t testing.TB, upstream string, cfg proxy.Config, keep int
 // newAdmission returns admission control in mode for cfg, with the SLOs of the tests.
 func newAdmission(t testing.TB, mode admission.Mode, cfg admission.Config) *admission.Controller {
 	t.Helper()
-	c, err := admission.New(cfg, admission.Options{Mode: mode, SLO: admission.SLO{TTFT: admission.Duration(2 * time.Second), TPOT: admission.Duration(100 * time.Millisecond)}})
+	c, err := admission.New(cfg, admission.Options{Mode: mode, SLO: measure.NewSLO(2*time.Second, 100*time.Millisecond)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -161,7 +161,7 @@ func (e *leaveEnv) checkReleased(t *testing.T, f *metered) {
 func oneAtATime(t testing.TB) *admission.Controller {
 	t.Helper()
 	return newAdmission(t, admission.Enforce, admission.Config{Tiers: []admission.TierConfig{
-		{Name: "all", MaxInFlight: 1, MaxQueue: 4, MaxQueueWait: admission.Duration(time.Hour)},
+		{Name: "all", MaxInFlight: 1, MaxQueue: 4, MaxQueueWait: measure.Duration(time.Hour)},
 	}})
 }
 

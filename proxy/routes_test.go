@@ -64,8 +64,8 @@ func (ts *teeSim) sent() []byte {
 func sizeTiers(t *testing.T) *admission.Controller {
 	t.Helper()
 	return newAdmission(t, admission.Enforce, admission.Config{Tiers: []admission.TierConfig{
-		{Name: "small", MaxInputTokens: 64, MaxInFlight: 8, MaxQueue: 4, MaxQueueWait: admission.Duration(time.Hour)},
-		{Name: "large", MaxInFlight: 8, MaxQueue: 4, MaxQueueWait: admission.Duration(time.Hour)},
+		{Name: "small", MaxInputTokens: 64, MaxInFlight: 8, MaxQueue: 4, MaxQueueWait: measure.Duration(time.Hour)},
+		{Name: "large", MaxInFlight: 8, MaxQueue: 4, MaxQueueWait: measure.Duration(time.Hour)},
 	}})
 }
 

@@ -8,8 +8,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/calibrate"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -271,7 +271,7 @@ func scanKnee(r synth.Report) (int, string) {
 		}
 		return best, sentence("Knee", m.Rule)
 	}
-	k, rule := calibrate.ScanKnee(r.Cells, admission.SLO{})
+	k, rule := calibrate.ScanKnee(r.Cells, measure.SLO{})
 	if k < 0 {
 		return -1, sentence("No knee", rule)
 	}

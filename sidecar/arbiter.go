@@ -3,7 +3,6 @@ package sidecar
 import (
 	"fmt"
 	"sync"
-	"time"
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/engine"
@@ -75,8 +74,9 @@ func (g *workGuard) Release() {
 }
 
 // liveBusy reports whether live traffic needs the engine: when it holds more than
-// Config.ProbeMaxLoad of the KV cache, when a tier's p95 TTFT is over its SLO, or (with
-// engineState) when admission sees the engine saturated or down.
+// Config.ProbeMaxLoad of the KV cache, when a tier's p95 TTFT (from dispatch, as
+// admission's feedback last saw it) is over its SLO, or (with engineState) when
+// admission sees the engine saturated or down.
 func (s *Sidecar) liveBusy(engineState bool) (bool, string) {
 	snap := s.scraper.Latest()
 	if _, kv := s.admission.LiveInFlight(); engine.Known(snap.KVCapacityTokens) && snap.KVCapacityTokens > 0 {
@@ -89,8 +89,8 @@ func (s *Sidecar) liveBusy(engineState bool) (bool, string) {
 		return true, "the engine is " + st.Engine.String()
 	}
 	for _, t := range st.Tiers {
-		if slo := time.Duration(t.SLO.TTFT); t.P95TTFT > 0 && slo > 0 && t.P95TTFT > slo {
-			return true, fmt.Sprintf("tier %s: p95 TTFT %s over its SLO %s", t.Name, t.P95TTFT, slo)
+		if !t.SLO.MetTTFT(t.P95TTFT) {
+			return true, fmt.Sprintf("tier %s: p95 TTFT %s over its SLO %s", t.Name, t.P95TTFT, t.SLO.TTFT)
 		}
 	}
 	return false, ""

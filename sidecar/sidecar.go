@@ -31,6 +31,7 @@ import (
 	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/exporter"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/proxy"
 	statuspage "github.com/slogate/slogate/status"
 	"github.com/slogate/slogate/synth"
@@ -146,6 +147,9 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 	return s, nil
 }
 
+// slo returns the sidecar's SLO, which tiers that set none take.
+func (s *Sidecar) slo() measure.SLO { return measure.NewSLO(s.cfg.SLOTTFT, s.cfg.SLOTPOT) }
+
 // newMetrics builds the exporter, reading the prober and calibrator when there are.
 func (s *Sidecar) newMetrics() *exporter.Metrics {
 	o := exporter.Options{
@@ -196,7 +200,7 @@ func (s *Sidecar) newAdmission(tiers *admission.Config, late *lateBinding) error
 		}
 	}
 	s.admission, err = admission.New(cfg, admission.Options{
-		Mode: mode, SLO: admission.SLO{TTFT: admission.Duration(s.cfg.SLOTTFT), TPOT: admission.Duration(s.cfg.SLOTPOT)},
+		Mode: mode, SLO: s.slo(),
 		Engine: s.scraper, Observers: []admission.DecisionObserver{late}, Clock: s.clock,
 		Saturation: admission.Saturation{
 			QueueDepth: s.cfg.SaturationQueue, KVUsage: s.cfg.SaturationKV,

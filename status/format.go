@@ -5,7 +5,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
 )
 
 // How the page writes numbers, durations and times.
@@ -28,7 +28,7 @@ func fmtDur(d time.Duration) string {
 }
 
 // fmtSLO writes an SLO target; 0 is none.
-func fmtSLO(d admission.Duration) string {
+func fmtSLO(d measure.Duration) string {
 	if d <= 0 {
 		return "none"
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/slogate/slogate/calibrate"
 	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/engine"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/report"
 	"github.com/slogate/slogate/schedule"
 	"github.com/slogate/slogate/synth"
@@ -35,7 +36,7 @@ type EngineSource interface{ Latest() engine.Snapshot }
 
 // LiveSource summarises recent live requests per tier (*Window).
 type LiveSource interface {
-	Summary(tiers []admission.TierStats, def admission.SLO) (byTier []Live, all Live)
+	Summary(tiers []admission.TierStats, def measure.SLO) (byTier []Live, all Live)
 	Span() time.Duration
 }
 
@@ -65,7 +66,7 @@ type Config struct {
 	Live        LiveSource        // nil: no live numbers
 	Probe       ProbeSource       // nil: the sidecar does not probe
 	Calibration CalibrationSource // nil: the sidecar does not calibrate
-	SLO         admission.SLO     // the sidecar's SLOs, for requests no tier classified
+	SLO         measure.SLO       // the sidecar's SLOs, for requests no tier classified
 	Refresh     time.Duration     // how often the page reloads itself; default 5 s
 	Clock       clock.Clock       // default clock.Real
 	Logger      *slog.Logger      // rendering errors; default discard

@@ -9,6 +9,7 @@ import (
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/engine"
+	"github.com/slogate/slogate/measure"
 )
 
 // pageView is everything the template shows, formatted.
@@ -43,7 +44,7 @@ type liveRow struct {
 }
 
 // liveView summarises the live source by the tiers in force.
-func liveView(src LiveSource, tiers []admission.TierStats, def admission.SLO) *livePart {
+func liveView(src LiveSource, tiers []admission.TierStats, def measure.SLO) *livePart {
 	byTier, all := src.Summary(tiers, def)
 	part := &livePart{Span: fmtSpan(src.Span()), All: liveRowOf(all, "all requests", "all")}
 	for _, l := range byTier {
@@ -61,8 +62,8 @@ func liveRowOf(l Live, name, id string) liveRow {
 		Tier: name, ID: id,
 		Requests: fmt.Sprint(l.Requests), Judged: fmt.Sprint(l.Judged),
 		Attainment: fmtPct(l.Attainment),
-		TTFT:       fmtDur(l.P95TTFT), TTFTSLO: fmtSLO(l.SLO.TTFT), TTFTClass: against(l.P95TTFT, l.SLO.TTFT),
-		TPOT: fmtDur(l.P95TPOT), TPOTSLO: fmtSLO(l.SLO.TPOT), TPOTClass: against(l.P95TPOT, l.SLO.TPOT),
+		TTFT:       fmtDur(l.P95TTFT), TTFTSLO: fmtSLO(l.SLO.TTFT), TTFTClass: against(l.P95TTFT, l.SLO.TTFT, l.SLO.MetTTFT(l.P95TTFT)),
+		TPOT: fmtDur(l.P95TPOT), TPOTSLO: fmtSLO(l.SLO.TPOT), TPOTClass: against(l.P95TPOT, l.SLO.TPOT, l.SLO.MetTPOT(l.P95TPOT)),
 		Failed: fmt.Sprint(l.Failed), Rejected: fmt.Sprint(l.Rejected), Cancelled: fmt.Sprint(l.Cancelled),
 	}
 	switch {
@@ -79,12 +80,13 @@ func liveRowOf(l Live, name, id string) liveRow {
 // rules' 5% budget).
 const attainmentGoal = 0.95
 
-// against classes an observed p95 against its SLO: "" when either is unknown.
-func against(p95 time.Duration, slo admission.Duration) string {
+// against classes an observed p95 against its SLO bound, which met says whether it met:
+// "" when either is unknown (0).
+func against(p95 time.Duration, bound measure.Duration, met bool) string {
 	switch {
-	case p95 <= 0 || slo <= 0:
+	case p95 <= 0 || bound <= 0:
 		return ""
-	case p95 <= time.Duration(slo):
+	case met:
 		return "good"
 	}
 	return "bad"

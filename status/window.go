@@ -40,7 +40,7 @@ type record struct {
 	tier       string
 	outcome    measure.Outcome
 	judged     bool          // a stream that ended ok with output: SLOs apply
-	ttft, tpot time.Duration // TTFT as the client felt it (queue wait included); TPOT 0: n/a
+	ttft, tpot time.Duration // measure.ClientLatency: TTFT queue wait included; TPOT 0: n/a
 }
 
 // WindowOptions configure a Window; zero values take the defaults.
@@ -73,9 +73,7 @@ func (w *Window) Capacity() int { return len(w.ring) }
 // and does not allocate.
 func (w *Window) Observe(_ wire.Request, res measure.Result) {
 	r := record{end: w.clock.Now(), tier: res.Tier, outcome: res.Outcome}
-	if res.Outcome == measure.OK && res.Stream && res.OutputChunks > 0 {
-		r.judged, r.ttft, r.tpot = true, res.QueueWait+res.TTFT, res.TPOT
-	}
+	r.ttft, r.tpot, r.judged = measure.ClientLatency(res)
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	w.ring[w.next] = r
@@ -90,10 +88,10 @@ func (w *Window) Observe(_ wire.Request, res measure.Result) {
 // that ended ok with output, as the SLO alerting rules count.
 type Live struct {
 	Tier       string        // "" for requests admission did not classify
-	SLO        admission.SLO // the SLO the requests were judged by
+	SLO        measure.SLO   // the SLO the requests were judged by
 	Requests   int           // every outcome
 	Judged     int           // streams that ended ok with output
-	Met        int           // judged requests within both the TTFT and the TPOT SLO
+	Met        int           // judged requests that met the SLO as the client saw it (measure.SLO.MetByClient)
 	P95TTFT    time.Duration // of judged requests, queue wait included; 0 unknown
 	P95TPOT    time.Duration // of judged requests with two tokens or more; 0 unknown
 	Failed     int           // the engine failed them: upstream errors, timeouts, broken streams
@@ -106,10 +104,10 @@ type Live struct {
 // order (each judged by its own SLO, listed even without requests), then any other tier
 // seen, in the order first seen, judged by def ("" is the requests admission did not
 // classify). all is every request together, each judged by its own tier's SLO.
-func (w *Window) Summary(tiers []admission.TierStats, def admission.SLO) (byTier []Live, all Live) {
+func (w *Window) Summary(tiers []admission.TierStats, def measure.SLO) (byTier []Live, all Live) {
 	var order []*tally
 	index := map[string]*tally{}
-	get := func(name string, slo admission.SLO) *tally {
+	get := func(name string, slo measure.SLO) *tally {
 		if t, ok := index[name]; ok {
 			return t
 		}
@@ -141,7 +139,7 @@ type tally struct {
 }
 
 // add counts r, judging it by slo.
-func (t *tally) add(r record, slo admission.SLO) {
+func (t *tally) add(r record, slo measure.SLO) {
 	t.Requests++
 	switch r.outcome {
 	case measure.UpstreamError, measure.UpstreamTimeout, measure.AbortedMidstream, measure.EngineError:
@@ -159,7 +157,7 @@ func (t *tally) add(r record, slo admission.SLO) {
 	if r.tpot > 0 {
 		t.tpot = append(t.tpot, r.tpot)
 	}
-	if within(r.ttft, slo.TTFT) && (r.tpot == 0 || within(r.tpot, slo.TPOT)) {
+	if slo.Met(r.ttft, r.tpot) {
 		t.Met++
 	}
 }
@@ -186,11 +184,6 @@ func (w *Window) recent() []record {
 	}
 	out = append(out, w.ring[:w.next]...)
 	return slices.DeleteFunc(out, func(r record) bool { return r.end.Before(cutoff) })
-}
-
-// within reports whether v meets an SLO; an SLO of 0 is none.
-func within(v time.Duration, slo admission.Duration) bool {
-	return slo <= 0 || v <= time.Duration(slo)
 }
 
 // p95 returns the nearest-rank 95th percentile of xs (which it sorts), 0 when empty.

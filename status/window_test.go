@@ -27,9 +27,9 @@ func ended(tier string, o measure.Outcome) measure.Result {
 }
 
 var (
-	sloShort = admission.SLO{TTFT: admission.Duration(100 * ms), TPOT: admission.Duration(10 * ms)}
-	sloLong  = admission.SLO{TTFT: admission.Duration(time.Second), TPOT: admission.Duration(20 * ms)}
-	sloDef   = admission.SLO{TTFT: admission.Duration(2 * time.Second), TPOT: admission.Duration(100 * ms)}
+	sloShort = measure.NewSLO(100*ms, 10*ms)
+	sloLong  = measure.NewSLO(time.Second, 20*ms)
+	sloDef   = measure.NewSLO(2*time.Second, 100*ms)
 	tiersSL  = []admission.TierStats{{Name: "short", SLO: sloShort}, {Name: "long", SLO: sloLong}}
 )
 

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/measure"
 )
 
 // The acceptance tests that run whole probes against the simulator. (The
@@ -46,7 +47,7 @@ func TestAcceptanceContextMatrix(t *testing.T) {
 	p := simProfile(t, "h200-9b", nil)
 	s := startSim(t, enginesim.Config{Profile: p, Flavor: enginesim.FlavorSGLang, Speed: speed})
 	w := Presets["context-matrix"].Quick()
-	w.Name, w.Duration, w.Concurrency = "context-matrix-ci", Duration(time.Second), []int{1, 8, 16, 32, 64, 128}
+	w.Name, w.Duration, w.Concurrency = "context-matrix-ci", measure.Duration(time.Second), []int{1, 8, 16, 32, 64, 128}
 	rep, err := Run(context.Background(), s.target(t, p.Model), w, Options{})
 	if err != nil {
 		t.Fatal(err)
@@ -184,7 +185,7 @@ func TestAcceptanceRateScan(t *testing.T) {
 	w := Workload{
 		Name: "rate-scan-ci", Kind: Scan, Shapes: []Shape{{"8K/128", 8192, 128}},
 		Multiples: []float64{0.5, 1.1}, ReferenceRate: 1.75 * speed, Arrival: "constant",
-		Duration: Duration(6 * time.Second), Rounds: 1,
+		Duration: measure.Duration(6 * time.Second), Rounds: 1,
 	}
 	rep, err := Run(context.Background(), s.target(t, p.Model), w, Options{})
 	if err != nil {
@@ -254,7 +255,7 @@ func TestRunStops(t *testing.T) {
 	// The first cell's round would last an hour; ctx ends inside it.
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	w := Workload{Name: "long", Kind: Shapes, Shapes: []Shape{{"a", 16, 8}, {"b", 16, 8}}, Concurrency: []int{1, 2}, Duration: Duration(time.Hour)}
+	w := Workload{Name: "long", Kind: Shapes, Shapes: []Shape{{"a", 16, 8}, {"b", 16, 8}}, Concurrency: []int{1, 2}, Duration: measure.Duration(time.Hour)}
 	rep, err := Run(ctx, tg, w, Options{})
 	if !errors.Is(err, context.DeadlineExceeded) {
 		t.Errorf("err = %v, want the context's", err)

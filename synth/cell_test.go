@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/measure"
 )
 
 // round is a valid round of n successful requests at throughput tput.
@@ -200,7 +201,7 @@ func TestStagedProtection(t *testing.T) {
 			c, tg := countedSim(t, tc.cfg)
 			w := Workload{
 				Name: "staged", Kind: Shapes, Shapes: []Shape{{"a", 32, tc.output}, {"b", 64, tc.output}},
-				Concurrency: []int{1, 2, 4}, Duration: Duration(tc.duration), Requests: 1,
+				Concurrency: []int{1, 2, 4}, Duration: measure.Duration(tc.duration), Requests: 1,
 			}
 			var progress []string
 			rep, err := Run(context.Background(), tg, w, Options{Progress: func(done, total int, cell Cell) {

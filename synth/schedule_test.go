@@ -9,6 +9,7 @@ import (
 
 	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/measure"
 )
 
 // The schedule's timers run on a fake clock that the tests step; the probes themselves
@@ -163,7 +164,7 @@ func TestScheduleStoppedDuringRun(t *testing.T) {
 	clk := clock.NewFake(epoch)
 	g := &trafficGuard{}
 	// Two cells of 1 s rounds (on the wall clock: the probe's), stopped in the first.
-	w := Workload{Name: "long", Kind: Shapes, Shapes: []Shape{{"s", 32, 8}}, Concurrency: []int{1, 2}, Duration: Duration(time.Second)}
+	w := Workload{Name: "long", Kind: Shapes, Shapes: []Shape{{"s", 32, 8}}, Concurrency: []int{1, 2}, Duration: measure.Duration(time.Second)}
 	s := NewSchedule(ScheduleConfig{Target: tg, Workload: w, Guard: g, Retry: retry, Clock: clk})
 	runSchedule(t, s)
 	s.Trigger()
@@ -189,7 +190,7 @@ func TestScheduleStoppedDuringRun(t *testing.T) {
 // Run returns when its ctx ends, also in the middle of a probe.
 func TestScheduleRunReturns(t *testing.T) {
 	c, tg := countedSim(t, enginesim.Config{})
-	w := Workload{Name: "long", Kind: Shapes, Shapes: []Shape{{"s", 32, 8}}, Concurrency: []int{1}, Duration: Duration(time.Hour)}
+	w := Workload{Name: "long", Kind: Shapes, Shapes: []Shape{{"s", 32, 8}}, Concurrency: []int{1}, Duration: measure.Duration(time.Hour)}
 	s := NewSchedule(ScheduleConfig{Target: tg, Workload: w, Clock: clock.NewFake(epoch)})
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/slogate/slogate/measure"
 )
 
 // ErrInvalidWorkload wraps every problem found in a workload definition.
@@ -69,10 +71,10 @@ type Workload struct {
 	// Rounds: each cell runs a warm-up and then Rounds rounds, each bounded by Duration
 	// or by Requests (requests per concurrent stream); the rounds must agree within
 	// Agreement (relative spread of output throughput) for the cell to be stable.
-	Duration  Duration `yaml:"duration,omitempty" json:"duration,omitempty"`
-	Requests  int      `yaml:"requests,omitempty" json:"requests,omitempty"`
-	Rounds    int      `yaml:"rounds,omitempty" json:"rounds,omitempty"`
-	Agreement float64  `yaml:"agreement,omitempty" json:"agreement,omitempty"`
+	Duration  measure.Duration `yaml:"duration,omitempty" json:"duration,omitempty"`
+	Requests  int              `yaml:"requests,omitempty" json:"requests,omitempty"`
+	Rounds    int              `yaml:"rounds,omitempty" json:"rounds,omitempty"`
+	Agreement float64          `yaml:"agreement,omitempty" json:"agreement,omitempty"`
 
 	// Route is the generation route every request goes to: "completions" (the default
 	// when empty: /v1/completions with token-id prompts), "chat" (/v1/chat/completions,
@@ -87,29 +89,6 @@ type Workload struct {
 	SharedPrefix int `yaml:"shared_prefix,omitempty" json:"shared_prefix,omitempty"`
 }
 
-// Duration is a time.Duration written as "30s" in YAML and JSON.
-type Duration time.Duration
-
-// UnmarshalYAML parses a Go duration string.
-func (d *Duration) UnmarshalYAML(n *yaml.Node) error {
-	v, err := time.ParseDuration(n.Value)
-	if err != nil {
-		return fmt.Errorf("line %d: %q is not a duration such as 30s", n.Line, n.Value)
-	}
-	*d = Duration(v)
-	return nil
-}
-
-// MarshalText writes the duration as "30s".
-func (d Duration) MarshalText() ([]byte, error) { return []byte(time.Duration(d).String()), nil }
-
-// UnmarshalText parses "30s".
-func (d *Duration) UnmarshalText(b []byte) error {
-	v, err := time.ParseDuration(string(b))
-	*d = Duration(v)
-	return err
-}
-
 // Presets are the named workloads of `slogate probe --workload NAME`.
 var Presets = map[string]Workload{
 	// The matrix of shared/seeds/000: 8K-251K context, 1-128 streams, 30 s per cell,
@@ -118,7 +97,7 @@ var Presets = map[string]Workload{
 		Name: "context-matrix", Kind: Matrix,
 		Contexts:    []int{8192, 16384, 32768, 65536, 131072, 257024},
 		Concurrency: []int{1, 2, 4, 8, 16, 32, 64, 128},
-		Output:      4096, Duration: Duration(30 * time.Second), Rounds: 1, Agreement: 0.06,
+		Output:      4096, Duration: measure.Duration(30 * time.Second), Rounds: 1, Agreement: 0.06,
 	},
 	// The seven shapes of shared/seeds/001 at 1, 16 and 64 streams, 60 s rounds.
 	"shapes": {
@@ -127,7 +106,7 @@ var Presets = map[string]Workload{
 			{"API-S", 2048, 256}, {"CHAT-S", 2048, 512}, {"CODE-I", 16384, 2048}, {"CHAT-L", 32768, 2048},
 			{"CODE-A", 65536, 4096}, {"DOC-L", 131072, 2048}, {"BATCH-D", 4096, 8192},
 		},
-		Concurrency: []int{1, 16, 64}, Duration: Duration(60 * time.Second), Rounds: 2, Agreement: 0.06,
+		Concurrency: []int{1, 16, 64}, Duration: measure.Duration(60 * time.Second), Rounds: 2, Agreement: 0.06,
 	},
 	// The arrival-rate scan of shared/seeds/003: 8K in / 128 out, Poisson arrivals at
 	// 0.5x, 0.8x and 1.1x of the closed-loop throughput at 32 streams, three 3-minute
@@ -136,7 +115,7 @@ var Presets = map[string]Workload{
 		Name: "rate-scan", Kind: Scan,
 		Shapes:    []Shape{{"8K/128", 8192, 128}},
 		Multiples: []float64{0.5, 0.8, 1.1}, CalibrationConcurrency: 32, Arrival: "poisson",
-		Duration: Duration(3 * time.Minute), Rounds: 3, Agreement: 0.06,
+		Duration: measure.Duration(3 * time.Minute), Rounds: 3, Agreement: 0.06,
 	},
 }
 
@@ -150,7 +129,7 @@ func (w Workload) Quick() Workload {
 	if w.Kind == Scan {
 		limit = 10 * time.Second
 	}
-	w.Duration = Duration(min(time.Duration(w.Duration), limit))
+	w.Duration = measure.Duration(min(time.Duration(w.Duration), limit))
 	w.Rounds = 1
 	w.Output = min(w.Output, 256)
 	shapes := make([]Shape, len(w.Shapes))

@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"go.yaml.in/yaml/v3"
+
+	"github.com/slogate/slogate/measure"
 )
 
 func TestPresetsValidate(t *testing.T) {
@@ -107,7 +109,7 @@ func TestParseWorkload(t *testing.T) {
 			name: "matrix",
 			yaml: "name: m\nkind: matrix\ncontexts: [1024, 2048]\nconcurrency: [1, 4]\noutput: 64\nduration: 1500ms\nrounds: 3\nagreement: 0.05\nshared_prefix: 32\n",
 			want: Workload{Name: "m", Kind: Matrix, Contexts: []int{1024, 2048}, Concurrency: []int{1, 4}, Output: 64,
-				Duration: Duration(1500 * time.Millisecond), Rounds: 3, Agreement: 0.05, SharedPrefix: 32},
+				Duration: measure.Duration(1500 * time.Millisecond), Rounds: 3, Agreement: 0.05, SharedPrefix: 32},
 		},
 		{
 			name: "scan",
@@ -191,7 +193,7 @@ func TestValidateErrors(t *testing.T) {
 		return w
 	}
 	scan := func(edit func(*Workload)) Workload {
-		w := Workload{Name: "s", Kind: Scan, Shapes: []Shape{{"a", 64, 8}}, Multiples: []float64{0.5}, ReferenceRate: 1, Duration: Duration(time.Second)}
+		w := Workload{Name: "s", Kind: Scan, Shapes: []Shape{{"a", 64, 8}}, Multiples: []float64{0.5}, ReferenceRate: 1, Duration: measure.Duration(time.Second)}
 		edit(&w)
 		return w
 	}
@@ -202,7 +204,7 @@ func TestValidateErrors(t *testing.T) {
 	}{
 		{"valid matrix", matrix(func(*Workload) {}), ""},
 		{"valid scan with calibration", scan(func(w *Workload) { w.ReferenceRate, w.CalibrationConcurrency = 0, 4 }), ""},
-		{"valid shapes", Workload{Name: "x", Kind: Shapes, Shapes: []Shape{{"a", 1, 1}}, Concurrency: []int{1}, Duration: Duration(time.Second)}, ""},
+		{"valid shapes", Workload{Name: "x", Kind: Shapes, Shapes: []Shape{{"a", 1, 1}}, Concurrency: []int{1}, Duration: measure.Duration(time.Second)}, ""},
 		{"no name", matrix(func(w *Workload) { w.Name = "" }), "needs a name"},
 		{"negative duration", matrix(func(w *Workload) { w.Duration = -1 }), "must not be negative"},
 		{"negative requests", matrix(func(w *Workload) { w.Requests = -1 }), "must not be negative"},

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/measure"
 )
 
 // trial is one offered rate tried during calibration, without admission.
@@ -21,9 +22,8 @@ type trial struct {
 // sustainable reports whether a window met the knee criteria of the calibration: every
 // request completed, p95 TTFT within the SLO (with no request cut before its first token
 // at or above it) and p95 TPOT within the SLO.
-func sustainable(s summary, o slo) bool {
-	return s.Offered > 0 && s.Completed == s.Offered && !s.TTFTCensored &&
-		s.P95TTFT <= o.TTFT && s.P95TPOT <= o.TPOT
+func sustainable(s summary, o measure.SLO) bool {
+	return s.Offered > 0 && s.Completed == s.Offered && !s.TTFTCensored && o.Met(s.P95TTFT, s.P95TPOT)
 }
 
 // bracket returns the lowest rate that failed (hi; 0 when none did) and the highest rate
@@ -66,7 +66,7 @@ type calibration struct {
 type calibrateOpts struct {
 	Profile        enginesim.Profile
 	Input, Output  int
-	SLO            slo
+	SLO            measure.SLO
 	Scan           []float64 // the coarse scan's rates
 	Refine, Points int       // rounds of refinement, and rates tried in each
 	Warmup, Window time.Duration
@@ -143,8 +143,8 @@ func trials(ctx context.Context, o calibrateOpts, rates []float64) ([]trial, err
 // grace is how long after the window requests may run on: a request still running then
 // has been running longer than a request that met both SLOs can (TTFT SLO + (output - 1)
 // x TPOT SLO), plus a second.
-func grace(o slo, output int) time.Duration {
-	return o.TTFT + time.Duration(output-1)*o.TPOT + time.Second
+func grace(o measure.SLO, output int) time.Duration {
+	return time.Duration(o.TTFT) + time.Duration(output-1)*time.Duration(o.TPOT) + time.Second
 }
 
 func closeAll(exps []*experiment) {

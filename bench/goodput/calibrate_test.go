@@ -4,6 +4,8 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/slogate/slogate/measure"
 )
 
 func TestBracket(t *testing.T) {
@@ -39,7 +41,7 @@ func TestProbes(t *testing.T) {
 }
 
 func TestSustainable(t *testing.T) {
-	o := slo{TTFT: 5 * time.Second, TPOT: 100 * time.Millisecond}
+	o := measure.NewSLO(5*time.Second, 100*time.Millisecond)
 	ok := summary{Offered: 100, Completed: 100, P95TTFT: 5 * time.Second, P95TPOT: 100 * time.Millisecond}
 	cases := []struct {
 		name string
@@ -65,7 +67,7 @@ func TestSustainable(t *testing.T) {
 func with2(s summary, f func(*summary)) summary { f(&s); return s }
 
 func TestGrace(t *testing.T) {
-	if got := grace(slo{TTFT: 5 * time.Second, TPOT: 100 * time.Millisecond}, 128); got != 18700*time.Millisecond {
+	if got := grace(measure.NewSLO(5*time.Second, 100*time.Millisecond), 128); got != 18700*time.Millisecond {
 		t.Errorf("grace = %v, want 18.7s (5 s + 127 x 100 ms + 1 s)", got)
 	}
 }

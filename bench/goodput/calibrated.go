@@ -33,7 +33,7 @@ func (o *options) loadCalibrated(w io.Writer) error {
 			o.tiersFile, tier, t.Shape.Input, t.Shape.Output, out.Result.Finished.UTC().Format(time.RFC3339), t.KneeRate, t.Rule)
 		if o.rate <= 0 {
 			o.rate = t.KneeRate
-			o.staticCap, o.staticWait = staticCap(t.KneeRate, k.MeanE2E, k.TTFTp95, o.slo.TTFT)
+			o.staticCap, o.staticWait = staticCap(t.KneeRate, k.MeanE2E, k.TTFTp95, time.Duration(o.slo.TTFT))
 		}
 		return nil
 	}

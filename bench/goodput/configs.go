@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
 )
 
 // staticCap derives the static configuration from the sustainable rate: the in-flight
@@ -22,11 +23,11 @@ func staticCap(rate float64, meanE2E, p95TTFT, sloTTFT time.Duration) (int, time
 
 // staticConfig is the static cap: one tier for every request, a fixed in-flight cap (the
 // feedback cannot move it: min = max), a queue whose wait is bounded, no rate limit.
-func staticConfig(limit int, wait time.Duration, s slo) admission.Config {
+func staticConfig(limit int, wait time.Duration, s measure.SLO) admission.Config {
 	return admission.Config{Tiers: []admission.TierConfig{{
 		Name: "all", MaxInFlight: limit, MinInFlight: limit,
-		MaxQueue: 64, MaxQueueWait: admission.Duration(wait),
-		SLO: admission.SLO{TTFT: admission.Duration(s.TTFT), TPOT: admission.Duration(s.TPOT)},
+		MaxQueue: 64, MaxQueueWait: measure.Duration(wait),
+		SLO: s,
 	}}}
 }
 
@@ -37,12 +38,12 @@ func staticConfig(limit int, wait time.Duration, s slo) admission.Config {
 // tier starts at 32 in flight, about three times the static cap.
 //
 // fb is the feedback; zero fields take admission's defaults.
-func slogateConfig(s slo, fb admission.Feedback) admission.Config {
+func slogateConfig(s measure.SLO, fb admission.Feedback) admission.Config {
 	cfg := admission.DefaultConfig()
 	cfg.Feedback = fb
 	for i := range cfg.Tiers {
 		t := &cfg.Tiers[i]
-		t.SLO = admission.SLO{TTFT: admission.Duration(s.TTFT), TPOT: admission.Duration(s.TPOT)}
+		t.SLO = s
 		t.MinInFlight = 1
 	}
 	return cfg

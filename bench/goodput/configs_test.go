@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
 )
 
 func TestStaticCap(t *testing.T) {
@@ -33,7 +34,7 @@ func TestStaticCap(t *testing.T) {
 }
 
 func TestConfigsAreValid(t *testing.T) {
-	s := slo{TTFT: 5 * time.Second, TPOT: 100 * time.Millisecond}
+	s := measure.NewSLO(5*time.Second, 100*time.Millisecond)
 	for name, cfg := range map[string]admission.Config{
 		"static":  staticConfig(10, 2500*time.Millisecond, s),
 		"slogate": slogateConfig(s, admission.Feedback{}),
@@ -48,7 +49,7 @@ func TestConfigsAreValid(t *testing.T) {
 	}
 	sl := slogateConfig(s, admission.Feedback{})
 	for _, tier := range sl.Tiers {
-		if tier.SLO.TTFT != admission.Duration(s.TTFT) || tier.SLO.TPOT != admission.Duration(s.TPOT) || tier.MinInFlight != 1 {
+		if tier.SLO != s || tier.MinInFlight != 1 {
 			t.Errorf("tier %s: %+v", tier.Name, tier)
 		}
 		if tier.Name == "medium" && (tier.MaxInputTokens != 8192 || tier.MaxInFlight != 32) {

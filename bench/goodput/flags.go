@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
 )
 
 // options are the program's settings, from its flags.
@@ -16,7 +17,7 @@ type options struct {
 	mode, profile         string
 	seed                  uint64
 	input, output         int
-	slo                   slo
+	slo                   measure.SLO
 	scan                  []float64
 	refine, points        int
 	calWarmup, calWindow  time.Duration
@@ -62,8 +63,8 @@ func (o *options) define(fs *flag.FlagSet, r *rawFlags) {
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the arrivals and prompts (the same for every stack)")
 	fs.IntVar(&o.input, "input", 8192, "prompt length of the goodput workload, in token ids")
 	fs.IntVar(&o.output, "output", 128, "output length of the goodput workload (max_tokens, ignore_eos)")
-	fs.DurationVar(&o.slo.TTFT, "slo-ttft", 5*time.Second, "TTFT SLO")
-	fs.DurationVar(&o.slo.TPOT, "slo-tpot", 100*time.Millisecond, "TPOT SLO")
+	fs.TextVar(&o.slo.TTFT, "slo-ttft", measure.Duration(5*time.Second), "TTFT SLO")
+	fs.TextVar(&o.slo.TPOT, "slo-tpot", measure.Duration(100*time.Millisecond), "TPOT SLO")
 	fs.StringVar(&r.scan, "scan", "0.6,0.8,1.0,1.2,1.4,1.6", "calibration: the coarse scan's rates (req/s)")
 	fs.IntVar(&o.refine, "refine", 1, "calibration: rounds of refinement after the scan")
 	fs.IntVar(&o.points, "points", 3, "calibration: rates tried in each refinement round")
@@ -100,8 +101,8 @@ func (o *options) defineSlogate(fs *flag.FlagSet, r *rawFlags) {
 
 // finish parses what the flags left as text and checks the mode.
 func (o *options) finish(r rawFlags) error {
-	o.fb.Interval, o.fb.Window = admission.Duration(r.fbInterval), admission.Duration(r.fbWindow)
-	if err := slogateConfig(slo{}, o.fb).Validate(); err != nil {
+	o.fb.Interval, o.fb.Window = measure.Duration(r.fbInterval), measure.Duration(r.fbWindow)
+	if err := slogateConfig(measure.SLO{}, o.fb).Validate(); err != nil {
 		return fmt.Errorf("-fb-*: %w", err)
 	}
 	for _, m := range strings.Split(o.mode, ",") {

@@ -76,7 +76,7 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 		o.rate = cal.Rate
-		o.staticCap, o.staticWait = staticCap(cal.Rate, cal.At.MeanE2E, cal.At.P95TTFT, o.slo.TTFT)
+		o.staticCap, o.staticWait = staticCap(cal.Rate, cal.At.MeanE2E, cal.At.P95TTFT, time.Duration(o.slo.TTFT))
 		printCalibration(w, o, cal, time.Since(start))
 	}
 	if o.tiersFile != "" {

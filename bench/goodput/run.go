@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
 )
 
 // experiment is one workload replayed against several stacks at once: every arrival of
@@ -22,7 +23,7 @@ type experiment struct {
 	Classes []class
 	Stacks  []*stack
 	Seed    uint64
-	SLO     slo
+	SLO     measure.SLO
 
 	Warmup, Window, Grace time.Duration
 

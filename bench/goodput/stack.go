@@ -9,9 +9,11 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"sync"
+	"time"
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/sidecar"
 )
 
@@ -23,7 +25,7 @@ type setup struct {
 	// Engine lets admission's saturation check act (the engine's queue and KV usage,
 	// and its own ledger of tokens in flight); without it only the tiers' limits do.
 	Engine bool
-	SLO    slo
+	SLO    measure.SLO
 }
 
 // stack is one simulated deployment, all in this process: a simulated engine on its own
@@ -75,7 +77,7 @@ func newStack(su setup, p enginesim.Profile) (*stack, error) {
 func sidecarFor(su setup, upstream string) (sidecar.Config, sidecar.Options) {
 	cfg := sidecar.DefaultConfig()
 	cfg.Upstream, cfg.Listen, cfg.AdminListen, cfg.DCGM = upstream, "127.0.0.1:0", "127.0.0.1:0", "off"
-	cfg.SLOTTFT, cfg.SLOTPOT, cfg.DrainTimeout = su.SLO.TTFT, su.SLO.TPOT, 0
+	cfg.SLOTTFT, cfg.SLOTPOT, cfg.DrainTimeout = time.Duration(su.SLO.TTFT), time.Duration(su.SLO.TPOT), 0
 	cfg.Admission = "off"
 	var opts sidecar.Options
 	if su.Admission != nil {

@@ -5,13 +5,9 @@ import (
 	"net/http"
 	"slices"
 	"time"
-)
 
-// slo is the latency objective a request must meet to count as good.
-type slo struct {
-	TTFT time.Duration
-	TPOT time.Duration
-}
+	"github.com/slogate/slogate/measure"
+)
 
 // outcome is what the client saw of one request.
 type outcome struct {
@@ -46,9 +42,11 @@ func (o outcome) tpot() time.Duration {
 	return (o.E2E - o.TTFT) / time.Duration(o.Tokens-1)
 }
 
-// good reports a completed request that met both SLOs.
-func (o outcome) good(want int, s slo) bool {
-	return o.completed(want) && o.TTFT <= s.TTFT && o.tpot() <= s.TPOT
+// good reports a completed request that met the SLO as its client saw it: its TTFT
+// (slogate's queue wait included) and its TPOT by measure.SLO.Met, the rule slogate's
+// own metrics and status page judge by.
+func (o outcome) good(want int, s measure.SLO) bool {
+	return o.completed(want) && s.Met(o.TTFT, o.tpot())
 }
 
 // summary condenses the outcomes of one class measured over one window.
@@ -77,7 +75,7 @@ type summary struct {
 }
 
 // summarize measures the outcomes of class cls whose arrival lies in [from, from+window).
-func summarize(os []outcome, cls, want int, s slo, from, window time.Duration) summary {
+func summarize(os []outcome, cls, want int, s measure.SLO, from, window time.Duration) summary {
 	sum := summary{Window: window, Reasons: map[string]int{}}
 	var ttfts, tpots []time.Duration
 	var censored []time.Duration

@@ -4,6 +4,8 @@ import (
 	"net/http"
 	"testing"
 	"time"
+
+	"github.com/slogate/slogate/measure"
 )
 
 func TestPercentile(t *testing.T) {
@@ -47,7 +49,7 @@ func TestPercentile(t *testing.T) {
 }
 
 func TestOutcomeClassification(t *testing.T) {
-	s := slo{TTFT: 5 * time.Second, TPOT: 100 * time.Millisecond}
+	s := measure.NewSLO(5*time.Second, 100*time.Millisecond)
 	ok := outcome{Status: 200, Done: true, FirstTok: true, Tokens: 128, TTFT: 2 * time.Second, E2E: 2*time.Second + 127*90*time.Millisecond}
 	cases := []struct {
 		name                      string
@@ -87,7 +89,7 @@ func TestOutcomeClassification(t *testing.T) {
 func with(o outcome, f func(*outcome)) outcome { f(&o); return o }
 
 func TestSummarize(t *testing.T) {
-	s := slo{TTFT: 5 * time.Second, TPOT: 100 * time.Millisecond}
+	s := measure.NewSLO(5*time.Second, 100*time.Millisecond)
 	sec := func(f float64) time.Duration { return time.Duration(f * float64(time.Second)) }
 	good := func(at float64) outcome {
 		return outcome{Arrival: sec(at), Status: 200, Done: true, FirstTok: true, Tokens: 11, TTFT: sec(1), E2E: sec(1.5)}
@@ -134,7 +136,7 @@ func TestSummarize(t *testing.T) {
 }
 
 func TestSummarizeEmpty(t *testing.T) {
-	got := summarize(nil, 0, 128, slo{}, 0, time.Minute)
+	got := summarize(nil, 0, 128, measure.SLO{}, 0, time.Minute)
 	if got.Offered != 0 || got.Goodput != 0 || got.RejectRate != 0 || got.P95TTFT != 0 || got.TTFTCensored {
 		t.Errorf("summary of nothing = %+v", got)
 	}

@@ -137,7 +137,7 @@ func printMixed(w io.Writer, o options, e *experiment, took time.Duration, noise
 	for k, st := range e.Stacks {
 		short, long := e.summary(k, 0), e.summary(k, 1)
 		fmt.Fprintf(w, "- %s: short p95 TTFT %s%s (SLO %s: %s); long: %s rejected",
-			st.setup.Name, ge(short.TTFTCensored), fmtDur(short.P95TTFT), o.slo.TTFT, withinWord(!short.TTFTCensored && short.P95TTFT <= o.slo.TTFT), pct(long.RejectRate))
+			st.setup.Name, ge(short.TTFTCensored), fmtDur(short.P95TTFT), o.slo.TTFT, withinWord(!short.TTFTCensored && o.slo.MetTTFT(short.P95TTFT)), pct(long.RejectRate))
 		if tr, ok := e.trace(k, "long"); ok {
 			fmt.Fprintf(w, ", long tier at its cap %s of the time", pct(tr.AtCap))
 		}

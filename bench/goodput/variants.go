@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
 )
 
 // variant is an extra slogate configuration run beside the three of the comparison, to
@@ -15,7 +16,7 @@ import (
 type variant struct {
 	Label   string
 	FB      admission.Feedback
-	TierSLO slo // zero fields: the benchmark's SLO
+	TierSLO measure.SLO // zero fields: the benchmark's SLO
 	// Long overrides the 32K tier's in-flight cap, queue and wait where set.
 	Long struct {
 		InFlight, Queue int
@@ -45,9 +46,9 @@ func parseVariants(s string, base admission.Feedback) ([]variant, error) {
 				return nil, fmt.Errorf("variant %q: %w", label, err)
 			}
 		}
-		// Refuse now a feedback admission would refuse when the variant's stack starts,
-		// which may be hours into the run.
-		if err := slogateConfig(slo{}, v.FB).Validate(); err != nil {
+		// Refuse now a feedback or tier SLOs admission would refuse when the variant's
+		// stack starts, which may be hours into the run.
+		if err := slogateConfig(v.TierSLO, v.FB).Validate(); err != nil {
 			return nil, fmt.Errorf("variant %q: %w", label, err)
 		}
 		out = append(out, v)
@@ -66,9 +67,9 @@ func (v *variant) set(k, val string) error {
 	case "interval", "window":
 		var d time.Duration
 		if err = dur(&d); k == "interval" {
-			v.FB.Interval = admission.Duration(d)
+			v.FB.Interval = measure.Duration(d)
 		} else {
-			v.FB.Window = admission.Duration(d)
+			v.FB.Window = measure.Duration(d)
 		}
 	case "min-samples":
 		v.FB.MinSamples, err = strconv.Atoi(val)
@@ -77,9 +78,9 @@ func (v *variant) set(k, val string) error {
 	case "increase":
 		v.FB.Increase, err = strconv.ParseFloat(val, 64)
 	case "tier-ttft":
-		err = dur(&v.TierSLO.TTFT)
+		err = v.TierSLO.TTFT.UnmarshalText([]byte(val))
 	case "tier-tpot":
-		err = dur(&v.TierSLO.TPOT)
+		err = v.TierSLO.TPOT.UnmarshalText([]byte(val))
 	case "long-in-flight":
 		v.Long.InFlight, err = strconv.Atoi(val)
 	case "long-queue":
@@ -97,14 +98,7 @@ func (v *variant) set(k, val string) error {
 
 // setup returns the variant's slogate configuration.
 func (v variant) setup(o options) setup {
-	tierSLO := o.slo
-	if v.TierSLO.TTFT > 0 {
-		tierSLO.TTFT = v.TierSLO.TTFT
-	}
-	if v.TierSLO.TPOT > 0 {
-		tierSLO.TPOT = v.TierSLO.TPOT
-	}
-	cfg := slogateConfig(tierSLO, v.FB)
+	cfg := slogateConfig(v.TierSLO.Or(o.slo), v.FB)
 	for i := range cfg.Tiers {
 		t := &cfg.Tiers[i]
 		if t.Name != "long" {
@@ -117,7 +111,7 @@ func (v variant) setup(o options) setup {
 			t.MaxQueue = v.Long.Queue
 		}
 		if v.Long.Wait > 0 {
-			t.MaxQueueWait = admission.Duration(v.Long.Wait)
+			t.MaxQueueWait = measure.Duration(v.Long.Wait)
 		}
 	}
 	return setup{Name: "slogate (" + v.Label + ")", SLO: o.slo, Admission: &cfg, Engine: true}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/measure"
 )
 
 func TestParseVariants(t *testing.T) {
@@ -20,11 +21,11 @@ func TestParseVariants(t *testing.T) {
 	if v := vs[0]; v.Label != "tuned" || v.FB.Increase != 0.2 || v.FB.MinSamples != 10 {
 		t.Errorf("tuned = %+v: want increase 0.2 and the base's min samples", v)
 	}
-	if v := vs[1]; v.FB.Interval != admission.Duration(5*time.Second) || v.FB.Window != admission.Duration(time.Minute) ||
-		v.FB.Backoff != 0.8 || v.TierSLO.TPOT != 90*time.Millisecond || v.TierSLO.TTFT != 0 {
+	if v := vs[1]; v.FB.Interval != measure.Duration(5*time.Second) || v.FB.Window != measure.Duration(time.Minute) ||
+		v.FB.Backoff != 0.8 || v.TierSLO.TPOT != measure.Duration(90*time.Millisecond) || v.TierSLO.TTFT != 0 {
 		t.Errorf("slow = %+v", v)
 	}
-	o := options{slo: slo{TTFT: 5 * time.Second, TPOT: 100 * time.Millisecond}, staticWait: 2 * time.Second}
+	o := options{slo: measure.NewSLO(5*time.Second, 100*time.Millisecond), staticWait: 2 * time.Second}
 	su := vs[2].setup(o)
 	if su.Name != "slogate (builtin)" || !su.Engine || su.SLO != o.slo {
 		t.Errorf("setup %+v", su)
@@ -33,13 +34,13 @@ func TestParseVariants(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tier := range su.Admission.Tiers {
-		if tier.Name == "long" && (tier.MaxInFlight != 8 || tier.MaxQueue != 16 || tier.MaxQueueWait != admission.Duration(10*time.Second)) {
+		if tier.Name == "long" && (tier.MaxInFlight != 8 || tier.MaxQueue != 16 || tier.MaxQueueWait != measure.Duration(10*time.Second)) {
 			t.Errorf("long tier %+v", tier)
 		}
 	}
 	su = vs[1].setup(o)
 	for _, tier := range su.Admission.Tiers {
-		if tier.SLO.TPOT != admission.Duration(90*time.Millisecond) || tier.SLO.TTFT != admission.Duration(5*time.Second) {
+		if tier.SLO.TPOT != measure.Duration(90*time.Millisecond) || tier.SLO.TTFT != measure.Duration(5*time.Second) {
 			t.Errorf("tier %s SLO %+v: want the variant's TPOT and the benchmark's TTFT", tier.Name, tier.SLO)
 		}
 	}

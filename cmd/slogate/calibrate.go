@@ -12,6 +12,7 @@ import (
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/calibrate"
 	"github.com/slogate/slogate/engine"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -51,7 +52,7 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if *quick {
 		*round = 10 * time.Second
 	}
-	slo := admission.SLO{TTFT: admission.Duration(*sloTTFT), TPOT: admission.Duration(*sloTPOT)}
+	slo := measure.NewSLO(*sloTTFT, *sloTPOT)
 	cfg, err := baseTiers(*base)
 	if err != nil {
 		return err
@@ -90,7 +91,7 @@ func baseTiers(path string) (admission.Config, error) {
 
 // calibrationPlan plans the tiers of cfg that fit the engine's context, and reads the
 // engine's kind for the provenance.
-func calibrationPlan(ctx context.Context, t *synth.Target, cfg admission.Config, slo admission.SLO, output int, round time.Duration) (calibrate.Plan, string, error) {
+func calibrationPlan(ctx context.Context, t *synth.Target, cfg admission.Config, slo measure.SLO, output int, round time.Duration) (calibrate.Plan, string, error) {
 	plan, err := calibrate.PlanFor(ctx, t, cfg, slo, output)
 	if err != nil {
 		return calibrate.Plan{}, "", err
