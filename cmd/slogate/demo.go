@@ -12,7 +12,7 @@ import (
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/enginesim"
-	"github.com/slogate/slogate/exporter"
+	"github.com/slogate/slogate/gpu"
 	"github.com/slogate/slogate/schedule"
 	"github.com/slogate/slogate/synth"
 )
@@ -164,7 +164,7 @@ func (d *demo) run(ctx context.Context, simCfg enginesim.Config, o demoOptions, 
 // as upstream, the demo's tiers, probe workload and calibration settings, and the
 // simulated GPUs in place of DCGM.
 func (d *demo) sidecar(sim *enginesim.Server, simCfg enginesim.Config, upstream string, o demoOptions, stderr io.Writer) (*sidecar, error) {
-	extra := []string{"--dcgm", exporter.DCGMOff}
+	extra := []string{"--dcgm", gpu.DCGMOff}
 	if o.probe {
 		// Any preset wires the prober; the demo's own workload replaces it below.
 		extra = append(extra, "--probe-workload", "shapes", "--probe-interval", demoProbeInterval.String())
@@ -192,7 +192,7 @@ func (d *demo) sidecar(sim *enginesim.Server, simCfg enginesim.Config, upstream 
 		w := demoProbe
 		sc.probeWorkload = &w
 	}
-	sc.reg.MustRegister(exporter.NewGPUCollector(newSimGPUs(sim, simCfg, demoGPUs), log))
+	sc.reg.MustRegister(gpu.NewCollector(newSimGPUs(sim, simCfg, demoGPUs), log))
 	return sc, nil
 }
 

@@ -28,6 +28,7 @@ import (
 
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/exporter"
+	"github.com/slogate/slogate/gpu"
 	"github.com/slogate/slogate/proxy"
 	statuspage "github.com/slogate/slogate/status" // serve_test.go has a func status
 )
@@ -197,7 +198,7 @@ func newSidecar(cfg serveSettings, log *slog.Logger, extra ...proxy.Observer) (*
 		Admission: sc.admitter(),
 	})
 	late.proxy = sc.proxy
-	gpus, closer, err := exporter.NewDCGMCollector(cfg.DCGM, log)
+	gpus, closer, err := gpu.NewDCGMCollector(cfg.DCGM, log)
 	if err != nil {
 		return nil, fmt.Errorf("--dcgm: %w", err)
 	}
