@@ -6,7 +6,7 @@
 #     -t ghcr.io/slogate/slogate:v0.1.0 .
 #
 # cgo is on because the default build reads GPUs through NVIDIA DCGM
-# (exporter/gpu_dcgm.go, `//go:build cgo && linux`). libdcgm.so.4 is opened with dlopen at
+# (gpu/dcgm.go, `//go:build cgo && linux`). libdcgm.so.4 is opened with dlopen at
 # run time and is NOT in this image: without it slogate logs one warning and exports
 # slogate_gpu_collector_up 0 (docs/metrics.md, "GPUs"). For GPU metrics, build FROM this
 # image and add libdcgm.so.4 (DCGM 4) and its libraries on the loader's path. The run

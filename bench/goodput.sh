@@ -1,9 +1,10 @@
 #!/usr/bin/env bash
 # Measures goodput under overload with and without admission control, against the engine
-# simulator's h20x8-flash profile (8x H20-3e, fitted to shared/seeds/003), all in one
-# process (bench/goodput): calibrate the sustainable rate, replay Poisson arrivals at
-# multiples of it against three configurations side by side (no admission, a static
-# in-flight cap, slogate's tiers with SLO feedback), then short and long prompts together.
+# simulator's h20x8-flash profile (8x H20-3e, fitted to a published rate scan; see
+# docs/simulator.md), all in one process (bench/goodput): calibrate the sustainable rate,
+# replay Poisson arrivals at multiples of it against three configurations side by side
+# (no admission, a static in-flight cap, slogate's tiers with SLO feedback), then short
+# and long prompts together.
 # Prints Markdown tables; raw results (every request, a timeline of every stack) go to
 # $OUT (default: a temporary directory, kept).
 #

@@ -6,7 +6,8 @@
 //
 // For each tier, with a representative request shape: a closed-loop run at a
 // concurrency that saturates the engine gives a reference rate; open-loop Poisson
-// arrivals at 0.5×, 0.8× and 1.1× of it (as shared/seeds/003 scanned) give the first
+// arrivals at 0.5×, 0.8× and 1.1× of it (as the published H20-3e rate scan did; see
+// docs/simulator.md) give the first
 // points of the throughput and latency curve; then the bracket between the highest
 // sustainable rate and the first unsustainable one is bisected until it is within 5%
 // (λ* is its lower end, so a bracket of 10% would leave λ* up to 10% under the knee).

@@ -13,7 +13,8 @@ import (
 
 // Limits from measured inflection points. An engine offered more than it can serve keeps
 // its throughput flat while its queue, and every request's TTFT, grows without bound
-// (shared/seeds/003: +19% completions for +37.5% offered, p95 TTFT 3.55 s → 26.85 s).
+// (the published H20-3e rate scan, docs/simulator.md: +19% completions for +37.5%
+// offered, p95 TTFT 3.55 s → 26.85 s).
 // The sustainable rate λ* is the highest offered rate before that happens; a tier's
 // limits follow from it.
 

@@ -65,9 +65,9 @@ func TestKnee(t *testing.T) {
 		{"none measured", nil, -1, "no measured rate"},
 		{"all sustainable", []Point{pt(0.5, 0.5), pt(0.8, 0.8), pt(1.1, 1.1)}, 2, "highest rate measured"},
 		{"lowest already over", []Point{over}, -1, "at the lowest rate, 1.65 req/s, p95 TTFT"},
-		// shared/seeds/003's shape: completions grow 19% for 37.5% more offered and p95
-		// TTFT multiplies.
-		{"seed 003 inflection", []Point{pt(0.6, 0.6), pt(1.2, 1.1), over}, 1, "1.2 req/s is the highest sustainable rate; at 1.65 req/s p95 TTFT"},
+		// The shape of the published H20-3e rate scan (docs/simulator.md): completions
+		// grow 19% for 37.5% more offered and p95 TTFT multiplies.
+		{"rate scan inflection", []Point{pt(0.6, 0.6), pt(1.2, 1.1), over}, 1, "1.2 req/s is the highest sustainable rate; at 1.65 req/s p95 TTFT"},
 		// Bisection leaves points a few percent apart; a round's noise in throughput must
 		// not read as the throughput flattening between them.
 		{"noise between close points", []Point{pt(0.5, 0.5), pt(0.8, 0.8), pt(0.85, 0.82), pt(0.9, 0.86), pt(1.1, 0.88)}, 3, "at 1.1 req/s marginal efficiency"},
@@ -151,7 +151,7 @@ func TestDeriveLimits(t *testing.T) {
 		{
 			// 0.9 λ* = 1.08 up to 1.5 λ* = 1.8, burst 1.08 × 5 s; twice Little: 2 × 1.2 × 8 s =
 			// 19.2 → 20; wait 5 s − 1 s; queue 1.08 × 4.
-			"seed 003 knee", pt(1.2, 1.2),
+			"rate scan knee", pt(1.2, 1.2),
 			admission.TierConfig{Rate: 1.08, MaxRate: 1.8, Burst: 6, MaxInFlight: 20, MinInFlight: 1, MaxQueue: 5, MaxQueueWait: measure.Duration(4 * time.Second), SLO: kneeSLO},
 		},
 		{

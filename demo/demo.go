@@ -11,7 +11,7 @@ import (
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/enginesim"
-	"github.com/slogate/slogate/exporter"
+	"github.com/slogate/slogate/gpu"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/proxy"
 	"github.com/slogate/slogate/schedule"
@@ -147,7 +147,7 @@ func (d *demo) sidecar(sim *enginesim.Server, simCfg enginesim.Config, upstream 
 	}
 	opts := sidecar.Options{
 		Logger: log, Observers: []proxy.Observer{d.tally}, Tiers: new(demoTiers()),
-		GPUs: exporter.NewGPUCollector(newSimGPUs(sim, simCfg, demoGPUs), log),
+		GPUs: gpu.NewCollector(newSimGPUs(sim, simCfg, demoGPUs), log),
 	}
 	if o.Probe {
 		w := demoProbe

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/enginesim"
-	"github.com/slogate/slogate/exporter"
+	"github.com/slogate/slogate/gpu"
 )
 
 // The demo's GPUs. slogate reads GPU metrics from NVIDIA DCGM, and the demo has no GPU:
@@ -40,7 +40,7 @@ const (
 	simGPUMinInterval = 500 * time.Millisecond
 )
 
-// simGPUs is an exporter.GPUSource of count simulated GPUs sharing one simulated engine
+// simGPUs is a gpu.Source of count simulated GPUs sharing one simulated engine
 // (tensor parallelism: every GPU works on every step). Safe for concurrent use.
 type simGPUs struct {
 	stats  func() enginesim.Stats // the simulator's scheduler
@@ -56,7 +56,7 @@ type simGPUs struct {
 	temp float64
 }
 
-var _ exporter.GPUSource = (*simGPUs)(nil)
+var _ gpu.Source = (*simGPUs)(nil)
 
 // newSimGPUs returns count GPUs modelled from sim, which runs cfg.
 func newSimGPUs(sim *enginesim.Server, cfg enginesim.Config, count int) *simGPUs {
@@ -64,16 +64,16 @@ func newSimGPUs(sim *enginesim.Server, cfg enginesim.Config, count int) *simGPUs
 }
 
 // Devices returns the current reading of every simulated GPU; it never fails.
-func (g *simGPUs) Devices(context.Context) ([]exporter.GPUSample, error) {
+func (g *simGPUs) Devices(context.Context) ([]gpu.Sample, error) {
 	st := g.stats()
 	util, temp := g.advance(g.now(), st.BusyTime)
 	kv := 0.0
 	if g.blocks > 0 {
 		kv = min(max(float64(st.UsedBlocks)/float64(g.blocks), 0), 1)
 	}
-	out := make([]exporter.GPUSample, g.count)
+	out := make([]gpu.Sample, g.count)
 	for i := range out {
-		s := exporter.NewGPUSample(i, fmt.Sprintf("GPU-simulated-%d", i))
+		s := gpu.NewSample(i, fmt.Sprintf("GPU-simulated-%d", i))
 		s.Utilization = util
 		s.MemoryTotalBytes = simGPUMemoryBytes
 		s.MemoryUsedBytes = math.Round(simGPUMemoryBytes * (simGPUWeights + simGPUKVPool*kv))

@@ -6,16 +6,18 @@ import (
 )
 
 // The calibration tests hold each profile to the published figures it is fitted to
-// (shared/seeds). They run the scheduler in virtual time, so they are exact and fast.
+// (docs/simulator.md, "Published figures"). They run the scheduler in virtual time, so
+// they are exact and fast.
 
-// TestH200PrefillMatchesSeed000 checks single-request TTFT against the prefill column of
-// the 000 matrix (SGLang, one H200 NVL): within ±15% at every measured context.
-func TestH200PrefillMatchesSeed000(t *testing.T) {
+// TestH200PrefillMatchesPublished checks single-request TTFT against the prefill column
+// of the H200 context matrix (SGLang, one H200 NVL): within ±15% at every measured
+// context.
+func TestH200PrefillMatchesPublished(t *testing.T) {
 	p := mustProfile(t, "h200-9b")
 	cases := []struct {
 		name    string
 		context int
-		ttft    time.Duration // measured in the seed
+		ttft    time.Duration // published
 	}{
 		{"8K", 8192, 524 * time.Millisecond},
 		{"16K", 16384, 1053 * time.Millisecond},
@@ -33,16 +35,16 @@ func TestH200PrefillMatchesSeed000(t *testing.T) {
 			}
 			got := fs[0].TTFT
 			if ratio := got.Seconds() / tc.ttft.Seconds(); ratio < 0.85 || ratio > 1.15 {
-				t.Errorf("TTFT at %s = %v, seed %v (ratio %.3f, want 0.85..1.15)", tc.name, got, tc.ttft, ratio)
+				t.Errorf("TTFT at %s = %v, published %v (ratio %.3f, want 0.85..1.15)", tc.name, got, tc.ttft, ratio)
 			}
 		})
 	}
 }
 
-// TestH200CapacityMatchesSeed000 checks the KV cache against the decode matrix: every
-// cell the seed ran fits, every cell it marked over capacity does not, counting each
+// TestH200CapacityMatchesPublished checks the KV cache against the decode matrix: every
+// cell the matrix ran fits, every cell it marked over capacity does not, counting each
 // stream as context + 4096 output tokens.
-func TestH200CapacityMatchesSeed000(t *testing.T) {
+func TestH200CapacityMatchesPublished(t *testing.T) {
 	p := mustProfile(t, "h200-9b")
 	overFrom := map[int]int{8192: 0, 16384: 128, 32768: 64, 65536: 32, 131072: 16, 257024: 8}
 	for ctx, first := range overFrom {
@@ -50,7 +52,7 @@ func TestH200CapacityMatchesSeed000(t *testing.T) {
 			fits := c*(ctx+4096) <= p.KVCapacity()
 			over := first != 0 && c >= first
 			if fits == over {
-				t.Errorf("context %d x %d streams: fits=%v, seed over capacity=%v (capacity %d tokens)", ctx, c, fits, over, p.KVCapacity())
+				t.Errorf("context %d x %d streams: fits=%v, published over capacity=%v (capacity %d tokens)", ctx, c, fits, over, p.KVCapacity())
 			}
 		}
 	}
@@ -86,16 +88,16 @@ func TestH200OverCapacityPreempts(t *testing.T) {
 	}
 }
 
-// TestH20KneeMatchesSeed003 checks the arrival-rate scan of 003 (SGLang, eight H20-3e,
+// TestH20KneeMatchesPublished checks the H20-3e arrival-rate scan (SGLang, eight H20-3e,
 // 8K input / 128 output): closed-loop throughput at 32 concurrent is about 1.75 req/s;
 // over a three-minute run at 0.8x that rate p95 TTFT stays in single seconds, and at 1.1x
 // it climbs past 20 s, for both constant and Poisson arrivals.
-func TestH20KneeMatchesSeed003(t *testing.T) {
+func TestH20KneeMatchesPublished(t *testing.T) {
 	p := mustProfile(t, "h20x8-flash")
-	const calibrated = 1.7499 // req/s, the seed's calibration point
+	const calibrated = 1.7499 // req/s, the scan's published calibration point
 	rate, _ := closedLoop(p, 8192, 128, 32, 10*time.Minute)
 	if rate < 0.95*calibrated || rate > 1.05*calibrated {
-		t.Errorf("closed-loop throughput at 32 concurrent = %.3f req/s, seed %.4f (want within 5%%)", rate, calibrated)
+		t.Errorf("closed-loop throughput at 32 concurrent = %.3f req/s, published %.4f (want within 5%%)", rate, calibrated)
 	}
 	cases := []struct {
 		name     string

@@ -11,20 +11,21 @@ func init() {
 }
 
 // h200Dense9B models a 9B dense model served by SGLang on one H200 NVL (141 GB), the
-// deployment of the context x concurrency matrix in shared/seeds/000_*.txt.
+// deployment of the published context x concurrency matrix in docs/simulator.md
+// ("H200 context matrix").
 //
 // Prefill is fitted to that matrix's single-request TTFT at 8K, 16K, 32K, 64K, 128K and
-// 251K context: a fixed 0.28 s per request (the seed measured prefill during decode
+// 251K context: a fixed 0.28 s per request (the matrix measured prefill during decode
 // warm-up, and its short contexts carry a cost that does not scale with length), 27K
 // prompt tokens/s for the linear part, and an attention term quadratic in context. The fit
-// stays within 14% of every measured TTFT. Decode is not measured in the seed (every
+// stays within 14% of every measured TTFT. Decode is not measured in the matrix (every
 // decode cell looped); its costs follow from streaming 18 GB of BF16 weights and ~150 KB
 // of KV per token from HBM at 4.8 TB/s, about 6 ms per step at batch 1. The KV cache holds
-// 1.8M tokens, which is inside the bounds the seed implies: every run cell fits
+// 1.8M tokens, which is inside the bounds the matrix implies: every run cell fits
 // concurrency x (context + 4096 output), and every cell marked over capacity does not.
 var h200Dense9B = Profile{
 	Name:        "h200-9b",
-	Description: "9B dense model, SGLang on 1x H200 NVL; prefill fitted to shared/seeds/000 (TTFT 8K-251K)",
+	Description: "9B dense model, SGLang on 1x H200 NVL; prefill fitted to published TTFT at 8K-251K (docs/simulator.md)",
 	Model:       "mimo-v2.6-distill-qwen-9b",
 
 	MaxModelLen:      262144,
@@ -45,7 +46,8 @@ var h200Dense9B = Profile{
 }
 
 // h20x8Flash models a 309B MoE (about 15B active) served by SGLang on eight H20-3e, the
-// deployment of the arrival-rate scan in shared/seeds/003_*.txt, over its 32K window.
+// deployment of the published arrival-rate scan in docs/simulator.md ("H20-3e rate
+// scan"), over its 32K window.
 //
 // Fitted to two facts of that scan: closed-loop throughput of 8K-input/128-output
 // requests at 32 concurrent is about 1.75 req/s (the scan's calibration point), and under
@@ -56,7 +58,7 @@ var h200Dense9B = Profile{
 // scan's completion rate did (+19% for +37.5% offered).
 var h20x8Flash = Profile{
 	Name:        "h20x8-flash",
-	Description: "309B MoE (15B active), SGLang on 8x H20-3e; knee fitted to shared/seeds/003 (8K/128 at ~1.75 req/s)",
+	Description: "309B MoE (15B active), SGLang on 8x H20-3e; knee fitted to a published rate scan (8K/128 at ~1.75 req/s; docs/simulator.md)",
 	Model:       "mimo-v2.6-flash-rl",
 
 	MaxModelLen:      32768,

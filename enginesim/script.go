@@ -7,8 +7,8 @@ import (
 	"strings"
 )
 
-// The simulator runs no model, but a functional gate (shared/seeds/003, slogate probe)
-// asks a few questions before it loads an engine. So that the simulator can stand in for
+// The simulator runs no model, but a functional gate (slogate probe's, see
+// docs/simulator.md) asks a few questions before it loads an engine. So that the simulator can stand in for
 // an engine there, it answers exactly these, and nothing else, correctly:
 //
 //   - "What is A + B?" (whole numbers): the sum;

@@ -14,9 +14,9 @@ import (
 // Virtual time: the Scheduler driven by a loop that jumps from one step's end to the
 // next, without sleeping and without goroutines, so that minutes of an engine's life take
 // milliseconds and come out the same on every run. The calibration tests hold the
-// profiles to their seeds this way, and SustainableRate answers, from the model alone,
-// what rate a profile sustains inside an SLO — the figure slogate calibrate must find by
-// measuring over HTTP.
+// profiles to their published figures (docs/simulator.md) this way, and SustainableRate
+// answers, from the model alone, what rate a profile sustains inside an SLO — the figure
+// slogate calibrate must find by measuring over HTTP.
 
 // virtualEngine drives a Scheduler in virtual time. Requests enter the scheduler
 // APILatency after they arrive, as in the HTTP server.

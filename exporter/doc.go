@@ -13,9 +13,8 @@
 //   - Collectors read state at scrape time: the requests in flight (collectors.go), the
 //     engine's Snapshot as engine-neutral gauges (engine.go), and admission control's
 //     mode, engine state, per-tier limits and queues, and tiers file reloads
-//     (admission.go); the latest probe (probe.go) and calibration (calibration.go);
-//     and the GPUs, from NVIDIA DCGM behind a cgo build tag (gpu.go, gpu_dcgm.go), or
-//     only slogate_gpu_collector_up 0 where DCGM cannot be opened.
+//     (admission.go); and the latest probe (probe.go) and calibration (calibration.go).
+//     The GPU gauges, from NVIDIA DCGM through cgo, are package gpu's collector.
 //   - Handler (handler.go) serves the registry as GET /metrics does; the admin listener
 //     around it (health, readiness, TLS and basic auth) is the sidecar package's.
 //   - Push (push.go) sends the registry's metrics periodically to a push endpoint such

@@ -1,6 +1,6 @@
 // Package report writes the prober's results, synth.Report, in the forms people and
 // programs read: JSON, the report's data contract (WriteJSON, and ReadJSON to read it
-// back), a Markdown document laid out like the results in shared/seeds
+// back), a Markdown document laid out like the published benchmark write-ups (docs/simulator.md)
 // (WriteMarkdown), one self-contained HTML page with inline SVG figures (WriteHTML),
 // and those figures on their own for pages that embed them (WriteHeatmap,
 // WriteScanCharts, HTMLStyle).

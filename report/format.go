@@ -11,7 +11,7 @@ import (
 )
 
 // Number and label formats shared by the Markdown and HTML reports. Figures follow the
-// seeds: thousands separators ("15,600", "1,053 ms"), about three significant digits
+// published write-ups: thousands separators ("15,600", "1,053 ms"), about three significant digits
 // below 100, and "—" for what does not apply or was not measured.
 
 const dash = "—"
@@ -20,7 +20,7 @@ const dash = "—"
 // It never appears in a Report.
 const notRun synth.State = "not_run"
 
-// stateLabel is a state's name in reports, as the seeds print it.
+// stateLabel is a state's name in reports, as the published write-ups print it.
 func stateLabel(s synth.State) string {
 	switch s {
 	case synth.Valid:
@@ -36,7 +36,7 @@ func stateLabel(s synth.State) string {
 	case notRun:
 		return dash
 	}
-	return string(s) // rej, n/c: the seeds print these as they are
+	return string(s) // rej, n/c: the write-ups print these as they are
 }
 
 // stateMeanings explains each state in the legends.

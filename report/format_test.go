@@ -72,7 +72,7 @@ func TestReportScanKnee(t *testing.T) {
 		want     int
 		sentence string
 	}{
-		{"seed 003", scanReport(), 1, "Knee: 0.8× (1.40 req/s offered, 1.40 req/s completed, p95 TTFT 3,550 ms) by slogate calibrate's rule, " +
+		{"published scan", scanReport(), 1, "Knee: 0.8× (1.40 req/s offered, 1.40 req/s completed, p95 TTFT 3,550 ms) by slogate calibrate's rule, " +
 			"without a latency SLO: 1.4 req/s is the highest sustainable rate; at 1.92 req/s marginal efficiency 0.51 from 1.4 req/s: " +
 			"throughput no longer grows with the offered rate."},
 		{"all sustained", synth.Report{Cells: []synth.Cell{valid(0.5, 1, 1), valid(1, 2, 1.95)}}, 1, "2 req/s, the highest rate measured, was sustainable."},

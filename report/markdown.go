@@ -9,9 +9,9 @@ import (
 	"github.com/slogate/slogate/synth"
 )
 
-// WriteMarkdown writes r as a Markdown document laid out like the results in
-// shared/seeds: a header (workload, target, model, engine, KV capacity, times), the
-// functional gate, then by the workload's kind the prefill table and the sustained-decode
+// WriteMarkdown writes r as a Markdown document laid out like the results of the
+// published write-ups (docs/simulator.md): a header (workload, target, model, engine,
+// KV capacity, times), the functional gate, then by the workload's kind the prefill table and the sustained-decode
 // matrix, the shapes matrix, or the rate-scan table with its knee, and last every
 // measurement in one table. Text taken from the report is escaped, so no name, reason or
 // detail can break a table or inject HTML. The document goes to w in a single Write.

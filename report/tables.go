@@ -19,7 +19,7 @@ type tableRow struct {
 	class string // HTML row classes, e.g. "state-valid knee"
 }
 
-// prefillTable lists the single-request prefill speed at each context, as seed 000 does.
+// prefillTable lists the single-request prefill speed at each context, as the published H200 matrix does.
 func prefillTable(r synth.Report) table {
 	t := table{
 		head: []string{"Context", "Prompt tok/s", "TTFT (ms)", "Status"},
@@ -76,7 +76,7 @@ func gridTable(g grid) (table, map[synth.State]bool, bool) {
 // starMeaning explains the "†" of gridTable.
 const starMeaning = "the rounds disagreed by more than the workload's agreement; see Rounds agreed below"
 
-// scanTable lists a scan's offered rates, as seed 003 does: what was offered, what
+// scanTable lists a scan's offered rates, as the published H20-3e scan does: what was offered, what
 // completed, and the latencies. The knee's row is marked.
 func scanTable(r synth.Report) table {
 	t := table{
@@ -141,7 +141,7 @@ func roundsAgreed(c synth.Cell) string {
 	return "✗ " + fmtPct(c.Spread)
 }
 
-// measurementsTable has one row per measurement, with the columns of seed 000's "All
+// measurementsTable has one row per measurement, with the columns of the published H200 matrix's "All
 // measurements": a matrix's prefill rows first, then every cell in the order it ran.
 func measurementsTable(r synth.Report) table {
 	kind := r.Workload.Kind

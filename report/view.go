@@ -58,7 +58,7 @@ func orDash(s string) string {
 	return s
 }
 
-// planSummary describes a workload in one line, as the seeds' subtitles do.
+// planSummary describes a workload in one line, as the published write-ups' subtitles do.
 func planSummary(w synth.Workload) string {
 	switch w.Kind {
 	case synth.Matrix:

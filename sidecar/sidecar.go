@@ -31,6 +31,7 @@ import (
 	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/exporter"
+	"github.com/slogate/slogate/gpu"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/proxy"
 	statuspage "github.com/slogate/slogate/status"
@@ -174,7 +175,7 @@ func (s *Sidecar) newGPUs(gpus prometheus.Collector) error {
 		s.reg.MustRegister(gpus)
 		return nil
 	}
-	dcgm, closer, err := exporter.NewDCGMCollector(s.cfg.DCGM, s.log)
+	dcgm, closer, err := gpu.NewDCGMCollector(s.cfg.DCGM, s.log)
 	if err != nil {
 		return fmt.Errorf("--dcgm: %w", err)
 	}

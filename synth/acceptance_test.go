@@ -15,9 +15,10 @@ import (
 // The issue's acceptance tests that run whole probes against the simulator. (The
 // accuracy criterion is in accuracy_test.go, the gate's in gate_test.go.)
 
-// seedOverCapacity is shared/seeds/000's matrix: the smallest concurrency marked Over
-// capacity at each context (0: none). Every other cell the seed ran.
-var seedOverCapacity = map[string]int{"8K": 0, "16K": 128, "32K": 64, "64K": 32, "128K": 16, "251K": 8}
+// publishedOverCapacity is the published H200 context matrix (docs/simulator.md): the
+// smallest concurrency marked Over capacity at each context (0: none). Every other cell
+// the matrix ran.
+var publishedOverCapacity = map[string]int{"8K": 0, "16K": 128, "32K": 64, "64K": 32, "128K": 16, "251K": 8}
 
 // skipUnderRace skips a test that sends prompts of 8K-251K tokens: under the race
 // detector, writing and reading the context matrix's ~18M prompt tokens takes longer
@@ -30,17 +31,17 @@ func skipUnderRace(t *testing.T) {
 	}
 }
 
-// Acceptance: "slogate probe against the h200-9b simulator profile produces the 000 matrix
-// (a short-duration preset for CI) with Valid and Over capacity cells where the seed has
-// them."
+// Acceptance: slogate probe against the h200-9b simulator profile produces the published
+// H200 context matrix (a short-duration preset for CI) with Valid and Over capacity cells
+// where the published matrix has them.
 //
 // The CI variant is context-matrix.Quick() (outputs of 256 tokens) with 1 s rounds instead
 // of 3 s and the concurrencies 1, 8, 16, 32, 64, 128 instead of all eight: every context
 // keeps its first over-capacity concurrency (8 at 251K up to 128 at 16K) and, but at 251K,
-// the largest one the seed ran below it. The simulator runs 300 times faster than the H200
-// it models, so a cell's round of 1 s covers 300 s of the engine's time; even the
-// fullest cells (about 1M prompt tokens in flight) finish requests inside it. The run takes
-// ~25 s without -race.
+// the largest one the published matrix ran below it. The simulator runs 300 times faster
+// than the H200 it models, so a cell's round of 1 s covers 300 s of the engine's time;
+// even the fullest cells (about 1M prompt tokens in flight) finish requests inside it.
+// The run takes ~25 s without -race.
 func TestAcceptanceContextMatrix(t *testing.T) {
 	skipUnderRace(t)
 	const speed = 300
@@ -59,16 +60,16 @@ func TestAcceptanceContextMatrix(t *testing.T) {
 		t.Fatalf("%d cells, want %d", len(rep.Cells), len(w.Contexts)*len(w.Concurrency))
 	}
 	for _, c := range rep.Cells {
-		over, ok := seedOverCapacity[c.Row]
+		over, ok := publishedOverCapacity[c.Row]
 		if !ok {
-			t.Fatalf("row %q is not in the seed", c.Row)
+			t.Fatalf("row %q is not in the published matrix", c.Row)
 		}
 		want := Valid
 		if over > 0 && c.Concurrency >= over {
 			want = OverCapacity
 		}
 		if c.State != want {
-			t.Errorf("%s@%d: %s (%s), the seed has %s", c.Row, c.Concurrency, c.State, c.Detail, want)
+			t.Errorf("%s@%d: %s (%s), the published matrix has %s", c.Row, c.Concurrency, c.State, c.Detail, want)
 			continue
 		}
 		if want == Valid && (c.Completed == 0 || c.Throughput <= 0 || c.TTFTp50 <= 0 || c.Output != 256) {
@@ -169,15 +170,16 @@ func TestAcceptanceLoopingEngine(t *testing.T) {
 	}
 }
 
-// Acceptance (the scan of shared/seeds/003): against the h20x8-flash profile, offered
-// arrivals at 0.5x and 1.1x of its calibrated rate of 1.75 requests/s show the knee: at
-// 1.1x the queue grows and p95 TTFT is far above 0.5x's, while at 0.5x the engine completes
-// what it is offered.
+// Acceptance (the published H20-3e rate scan, docs/simulator.md): against the
+// h20x8-flash profile, offered arrivals at 0.5x and 1.1x of its calibrated rate of 1.75
+// requests/s show the knee: at 1.1x the queue grows and p95 TTFT is far above 0.5x's,
+// while at 0.5x the engine completes what it is offered.
 //
 // The simulator runs 10 times faster, so the reference rate is 17.5 requests/s of real
-// time and a 6 s round is a minute of the engine's. Arrivals are evenly spaced ("a fixed
-// arrival rate", as the seed ran it): Poisson bursts over a round this short put the p95 of
-// the 0.5x cell anywhere between 0.7 s and 5 s of the engine's time. Takes ~14 s.
+// time and a 6 s round is a minute of the engine's. Arrivals are evenly spaced (a fixed
+// arrival rate, as the published scan ran it): Poisson bursts over a round this short put
+// the p95 of the 0.5x cell anywhere between 0.7 s and 5 s of the engine's time. Takes
+// ~14 s.
 func TestAcceptanceRateScan(t *testing.T) {
 	const speed = 10
 	p := simProfile(t, "h20x8-flash", nil)
@@ -210,7 +212,8 @@ func TestAcceptanceRateScan(t *testing.T) {
 	}
 	// Past the knee the engine no longer completes what it is offered. At 1.1x it is only
 	// some 15% past its capacity, and over a one-minute round and its drain it completes
-	// about 90% of the arrivals (the seed, over longer rounds: 1.67 of 1.93 requests/s).
+	// about 90% of the arrivals (the published scan, over longer rounds: 1.67 of 1.93
+	// requests/s).
 	if high.CompletionRate > 0.95*high.Rate {
 		t.Errorf("at 1.1x completed %.2f/s of %.2f/s offered: no saturation", high.CompletionRate, high.Rate)
 	}

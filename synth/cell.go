@@ -9,7 +9,7 @@ import (
 // State is what became of a cell. Its String form is a bounded metric label value.
 type State string
 
-// The cell states, as the seeds report them.
+// The cell states, as the published benchmarks report them (docs/simulator.md).
 const (
 	Valid        State = "valid"         // measured; the figures stand
 	LoopedState  State = "looped"        // the output repeated itself: discarded
@@ -142,7 +142,8 @@ func describe(failures map[string]int) string {
 // stops reports whether a cell's state stops the larger cells of its row.
 func (s State) stops() bool { return s == Rejected || s == NotCompleted || s == Failed }
 
-// ContextLabel names a context length as the seeds do, and as a matrix names its rows
+// ContextLabel names a context length as the published benchmarks do, and as a matrix
+// names its rows
 // (Cell.Row): 8192 → "8K", 257024 → "251K".
 func ContextLabel(n int) string {
 	if n%1024 == 0 {

@@ -65,7 +65,8 @@ var probeClient = &http.Client{Transport: &http.Transport{
 // Failure says why a request did not succeed. Its String form is a bounded label value.
 type Failure uint8
 
-// The failures, in the order the success rules check them (shared/seeds/003: HTTP
+// The failures, in the order the success rules check them (those of the published
+// H20-3e rate scan, docs/simulator.md, and an error reported in the stream: HTTP
 // success, no error in the answer, non-empty output, the end marker, valid usage, exact
 // output length).
 const (

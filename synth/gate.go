@@ -13,8 +13,9 @@ import (
 	"github.com/slogate/slogate/wire"
 )
 
-// The functional gate (shared/seeds/003): before any load, the engine must show that it
-// serves the model it claims and answers correctly. A failed check stops the run.
+// The functional gate (as in the published H20-3e rate scan, docs/simulator.md): before
+// any load, the engine must show that it serves the model it claims and answers
+// correctly. A failed check stops the run.
 
 // Verdict of one gate check.
 type Verdict string

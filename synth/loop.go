@@ -5,8 +5,9 @@ import (
 	"strings"
 )
 
-// The repetition test that marks a cell Looped (shared/seeds/000 discarded every cell in
-// which "the model kept repeating the same text"). An answer loops when either:
+// The repetition test that marks a cell Looped (the published H200 context matrix,
+// docs/simulator.md, discarded every cell whose output repeated itself). An answer loops
+// when either:
 //
 //  1. its tail is periodic: of its last loopTail bytes (or the whole answer, if shorter
 //     but at least loopMinText bytes), the last half or more consists of one unit of 2 to

@@ -37,7 +37,7 @@ func (r Round) Valid() bool { return len(r.Failures) == 0 && r.Sent > 0 }
 // summarize reduces a batch to a Round. A duration-bounded round's throughput counts
 // every token received inside its window (streams still running included); a
 // count-bounded round's counts the output of successful requests over the round's time,
-// as shared/seeds/003 defines it.
+// as the published H20-3e rate scan defines it (docs/simulator.md).
 func summarize(b batch) Round {
 	r := Round{Sent: len(b.samples), Seconds: b.span.Seconds()}
 	var ttft, tpot, itl, e2e []float64

@@ -10,11 +10,12 @@ import (
 )
 
 // Engines that refuse token-id prompts get text, whose length in tokens is calibrated
-// before the run (as shared/seeds/003 calibrated its lengths): the engine tokenizes a
-// sample of the prompt words (POST /tokenize, or, where that does not exist, the usage
-// of a one-token completion), and prompts then hold input × words-per-token words.
-// Text prompts are close to the target length, not exact; the report says which kind a
-// run used, and every request's usage gives its real input length.
+// before the run (as the published H20-3e rate scan calibrated its lengths; see
+// docs/simulator.md): the engine tokenizes a sample of the prompt words (POST /tokenize,
+// or, where that does not exist, the usage of a one-token completion), and prompts then
+// hold input × words-per-token words. Text prompts are close to the target length, not
+// exact; the report says which kind a run used, and every request's usage gives its real
+// input length.
 
 // calibrationWords is the size of the sample the engine tokenizes.
 const calibrationWords = 2000

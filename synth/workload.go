@@ -1,7 +1,8 @@
 // Package synth is slogate's synthetic prober: it runs the benchmark matrix (context
 // length × concurrency, workload shapes, arrival-rate scans) against an engine with the
-// measurement rules of shared/seeds, and returns the results as a Report (package report
-// writes it as JSON, Markdown and HTML).
+// measurement rules of the published benchmarks listed in docs/simulator.md ("Published
+// figures"), and returns the results as a Report (package report writes it as JSON,
+// Markdown and HTML).
 //
 // The prober is a client of the engine: it measures with package measure, exactly as the
 // proxy does, and knows nothing of the proxy or of admission control.
@@ -30,12 +31,14 @@ type Kind string
 const (
 	// Matrix runs every context length at every concurrency: the prefill speed of one
 	// request per context (on the warm-up) and the sustained decode throughput of each
-	// cell, as shared/seeds/000 does.
+	// cell, as the published H200 context matrix does (docs/simulator.md).
 	Matrix Kind = "matrix"
-	// Shapes runs each input/output shape at each concurrency, as shared/seeds/001 does.
+	// Shapes runs each input/output shape at each concurrency, as the published H200
+	// workload shapes do (docs/simulator.md).
 	Shapes Kind = "shapes"
-	// Scan offers open-loop arrivals at multiples of a reference rate, as
-	// shared/seeds/003 does, to find where completions stop growing while TTFT explodes.
+	// Scan offers open-loop arrivals at multiples of a reference rate, as the published
+	// H20-3e rate scan does (docs/simulator.md), to find where completions stop growing
+	// while TTFT explodes.
 	Scan Kind = "scan"
 )
 
@@ -91,7 +94,7 @@ type Workload struct {
 
 // Presets are the named workloads of `slogate probe --workload NAME`.
 var Presets = map[string]Workload{
-	// The matrix of shared/seeds/000: 8K-251K context, 1-128 streams, 30 s per cell,
+	// The published H200 context matrix (docs/simulator.md): 8K-251K context, 1-128 streams, 30 s per cell,
 	// up to 4,096 output tokens.
 	"context-matrix": {
 		Name: "context-matrix", Kind: Matrix,
@@ -99,7 +102,8 @@ var Presets = map[string]Workload{
 		Concurrency: []int{1, 2, 4, 8, 16, 32, 64, 128},
 		Output:      4096, Duration: measure.Duration(30 * time.Second), Rounds: 1, Agreement: 0.06,
 	},
-	// The seven shapes of shared/seeds/001 at 1, 16 and 64 streams, 60 s rounds.
+	// The seven published H200 workload shapes (docs/simulator.md) at 1, 16 and 64
+	// streams, 60 s rounds.
 	"shapes": {
 		Name: "shapes", Kind: Shapes,
 		Shapes: []Shape{
@@ -108,7 +112,7 @@ var Presets = map[string]Workload{
 		},
 		Concurrency: []int{1, 16, 64}, Duration: measure.Duration(60 * time.Second), Rounds: 2, Agreement: 0.06,
 	},
-	// The arrival-rate scan of shared/seeds/003: 8K in / 128 out, Poisson arrivals at
+	// The published H20-3e rate scan (docs/simulator.md): 8K in / 128 out, Poisson arrivals at
 	// 0.5x, 0.8x and 1.1x of the closed-loop throughput at 32 streams, three 3-minute
 	// rounds each.
 	"rate-scan": {

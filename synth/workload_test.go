@@ -35,17 +35,18 @@ func TestPresetsValidate(t *testing.T) {
 	}
 }
 
-// The presets are the seeds' workloads: check the figures that tie them to the seeds.
-func TestPresetsFollowTheSeeds(t *testing.T) {
+// The presets are the workloads of the published benchmarks (docs/simulator.md): check
+// the figures that tie them to those benchmarks.
+func TestPresetsFollowThePublishedBenchmarks(t *testing.T) {
 	m := Presets["context-matrix"]
 	if got := len(m.Contexts) * len(m.Concurrency); got != 48 || m.Output != 4096 || time.Duration(m.Duration) != 30*time.Second {
-		t.Errorf("context-matrix: %d cells, output %d, %v per cell; want 48, 4096, 30s (seed 000)", got, m.Output, time.Duration(m.Duration))
+		t.Errorf("context-matrix: %d cells, output %d, %v per cell; want 48, 4096, 30s (H200 context matrix)", got, m.Output, time.Duration(m.Duration))
 	}
 	if s := Presets["shapes"]; len(s.Shapes) != 7 || !reflect.DeepEqual(s.Concurrency, []int{1, 16, 64}) || s.Agreement != 0.06 {
-		t.Errorf("shapes: %d shapes at %v, agreement %v; want 7 at [1 16 64], 0.06 (seed 001)", len(s.Shapes), s.Concurrency, s.Agreement)
+		t.Errorf("shapes: %d shapes at %v, agreement %v; want 7 at [1 16 64], 0.06 (H200 workload shapes)", len(s.Shapes), s.Concurrency, s.Agreement)
 	}
 	if s := Presets["rate-scan"]; !reflect.DeepEqual(s.Multiples, []float64{0.5, 0.8, 1.1}) || s.Rounds != 3 || s.CalibrationConcurrency != 32 {
-		t.Errorf("rate-scan: multiples %v, %d rounds, calibration at %d; want [0.5 0.8 1.1], 3, 32 (seed 003)", s.Multiples, s.Rounds, s.CalibrationConcurrency)
+		t.Errorf("rate-scan: multiples %v, %d rounds, calibration at %d; want [0.5 0.8 1.1], 3, 32 (H20-3e rate scan)", s.Multiples, s.Rounds, s.CalibrationConcurrency)
 	}
 }
 

@@ -1,7 +1,7 @@
 // Command goodput measures what admission control does to goodput under overload, with
 // the engine simulator's h20x8-flash profile (an SGLang-served 309B MoE on eight H20-3e,
-// fitted to the arrival-rate scan of shared/seeds/003) behind slogate's proxy, all in
-// this process.
+// fitted to a published arrival-rate scan; docs/simulator.md) behind slogate's proxy,
+// all in this process.
 //
 // Goodput is the rate of requests that met both SLOs (TTFT and TPOT), counted over every
 // request offered: rejected requests count as offered and not good. Every figure is

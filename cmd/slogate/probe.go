@@ -23,11 +23,17 @@ func init() {
 	commands["probe"] = command{summary: "run a benchmark workload against an engine and write reports", run: runProbe}
 }
 
-const probeAbout = `slogate probe runs a benchmark workload against an engine (or a slogate sidecar) with
-the measurement rules of the seeds: a functional gate, warm-up, rounds, success rules,
-cell states. It writes DIR/report.json, DIR/report.md and DIR/report.html.
+const probeAbout = `slogate probe runs a benchmark workload against an engine (or a slogate sidecar). A
+functional gate comes first (model id, a sum, a two-turn memory check, streaming, a tool
+call); then each cell is measured in rounds, after a warm-up where it is a closed loop. A
+request succeeds only with HTTP 200, no error in the stream, non-empty output, the end
+marker, valid usage and the exact output length; a cell's figures are medians over the
+rounds without a failure, and its state says what became of it (valid, looped,
+over_capacity, rej, n/c, failed, skipped). It writes DIR/report.json, DIR/report.md and
+DIR/report.html.
 
-Workloads: context-matrix, shapes, rate-scan, or a YAML file.
+Workloads: context-matrix, shapes, rate-scan (the published benchmarks they follow are in
+docs/simulator.md, "Published figures"), or a YAML file.
 
 Usage: slogate probe --target URL --workload NAME [--quick] --out DIR [--push-url URL]
 

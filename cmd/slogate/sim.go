@@ -25,6 +25,7 @@ weights, needs no GPU and generates filler text. It speaks the engines' HTTP API
 /get_server_info for SGLang), exposes their Prometheus metrics, and schedules requests
 through a simulated continuous-batching engine whose timing is calibrated to published
 benchmarks. Use it to test, demo and benchmark slogate where no engine is at hand.
+docs/simulator.md describes the model, the profiles and the figures they are fitted to.
 
 Usage: slogate sim [flags]
 

@@ -1,6 +1,6 @@
 //go:build cgo && linux
 
-package exporter
+package gpu
 
 /*
 #cgo LDFLAGS: -ldl
@@ -86,7 +86,7 @@ var dcgmInUse atomic.Bool
 // again at most every 30 s. The error wraps ErrDCGMUnavailable when libdcgm.so.4 is
 // missing, DCGM fails to start or sees no GPU (ErrNoGPU), or another source from
 // OpenDCGM is open in this process; it never panics.
-func OpenDCGM(setting string) (GPUSource, io.Closer, error) {
+func OpenDCGM(setting string) (Source, io.Closer, error) {
 	t, err := parseDCGM(setting)
 	if err != nil {
 		return nil, nil, err
@@ -108,7 +108,7 @@ func OpenDCGM(setting string) (GPUSource, io.Closer, error) {
 		}
 		return c, &dcgmRelease{c: c}, nil
 	}
-	r := &redialSource{clock: clock.Real{}, retry: dcgmRetryEvery, open: func() (GPUSource, io.Closer, error) {
+	r := &redialSource{clock: clock.Real{}, retry: dcgmRetryEvery, open: func() (Source, io.Closer, error) {
 		c, err := openDCGMConn(t)
 		if err != nil {
 			return nil, nil, err
@@ -153,7 +153,7 @@ type dcgmConn struct {
 }
 
 var (
-	_ GPUSource = (*dcgmConn)(nil)
+	_ Source    = (*dcgmConn)(nil)
 	_ io.Closer = (*dcgmConn)(nil)
 )
 
@@ -211,7 +211,7 @@ func (c *dcgmConn) watch() error {
 
 // Devices returns the latest sample DCGM took of each GPU. It fails when the reading
 // fails or not one field of one GPU had a value.
-func (c *dcgmConn) Devices(ctx context.Context) ([]GPUSample, error) {
+func (c *dcgmConn) Devices(ctx context.Context) ([]Sample, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -233,11 +233,11 @@ func (c *dcgmConn) Devices(ctx context.Context) ([]GPUSample, error) {
 }
 
 // dcgmSamples turns DCGM's values into one sample per GPU, in the order of gpus.
-func dcgmSamples(gpus []dcgm.GroupEntityPair, values []dcgm.FieldValue_v2) ([]GPUSample, error) {
-	out := make([]GPUSample, len(gpus))
-	at := make(map[uint]*GPUSample, len(gpus))
+func dcgmSamples(gpus []dcgm.GroupEntityPair, values []dcgm.FieldValue_v2) ([]Sample, error) {
+	out := make([]Sample, len(gpus))
+	at := make(map[uint]*Sample, len(gpus))
 	for i, g := range gpus {
-		out[i] = NewGPUSample(int(g.EntityId), "")
+		out[i] = NewSample(int(g.EntityId), "")
 		at[g.EntityId] = &out[i]
 	}
 	known := 0

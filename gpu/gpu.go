@@ -1,4 +1,4 @@
-package exporter
+package gpu
 
 import (
 	"context"
@@ -19,9 +19,9 @@ import (
 	"github.com/slogate/slogate/clock"
 )
 
-// This file holds the GPU metrics: what a GPUSource reports, the collector that exports
-// it, and the setting that chooses where the readings come from. The DCGM source is in
-// gpu_dcgm.go (cgo builds on Linux) and gpu_nodcgm.go (every other build).
+// This file holds the GPU metrics: what a Source reports, the collector that exports it,
+// and the setting that chooses where the readings come from. The DCGM source is in
+// dcgm.go (cgo builds on Linux) and nodcgm.go (every other build).
 
 // The values of the DCGM setting (SLOGATE_DCGM / --dcgm in cmd) other than an address.
 const (
@@ -38,11 +38,11 @@ var (
 	ErrNoGPU = errors.New("DCGM sees no GPU")
 )
 
-// GPUSample is one GPU's state as read at one collection, in base units. A measurement
+// Sample is one GPU's state as read at one collection, in base units. A measurement
 // the source could not read (not supported by the GPU, not yet sampled) is NaN; the
-// collector leaves it out rather than export it. NewGPUSample returns a sample with
+// collector leaves it out rather than export it. NewSample returns a sample with
 // every measurement unknown.
-type GPUSample struct {
+type Sample struct {
 	Index              int    // the GPU's index (DCGM's GPU id), exported as label gpu
 	UUID               string // exported as label uuid
 	Utilization        float64
@@ -53,10 +53,10 @@ type GPUSample struct {
 	SMClockHertz       float64
 }
 
-// NewGPUSample returns the sample of GPU index with every measurement unknown (NaN).
-func NewGPUSample(index int, uuid string) GPUSample {
+// NewSample returns the sample of GPU index with every measurement unknown (NaN).
+func NewSample(index int, uuid string) Sample {
 	nan := math.NaN()
-	return GPUSample{Index: index, UUID: uuid, Utilization: nan, MemoryUsedBytes: nan,
+	return Sample{Index: index, UUID: uuid, Utilization: nan, MemoryUsedBytes: nan,
 		MemoryTotalBytes: nan, PowerWatts: nan, TemperatureCelsius: nan, SMClockHertz: nan}
 }
 
@@ -73,7 +73,7 @@ const (
 )
 
 // setDCGM stores x, measurement m in DCGM's unit, into s in base units.
-func (s *GPUSample) setDCGM(m dcgmMeasure, x float64) {
+func (s *Sample) setDCGM(m dcgmMeasure, x float64) {
 	switch m {
 	case dcgmUtilPercent:
 		s.Utilization = x / 100
@@ -90,15 +90,15 @@ func (s *GPUSample) setDCGM(m dcgmMeasure, x float64) {
 	}
 }
 
-// GPUSource reads the current state of the GPUs it watches. OpenDCGM returns one. The
+// Source reads the current state of the GPUs it watches. OpenDCGM returns one. The
 // collector calls Devices once per scrape; it must be safe for concurrent use. An error
 // means the reading failed as a whole: the collector then exports
 // slogate_gpu_collector_up 0 and no per-GPU series.
-type GPUSource interface {
-	Devices(ctx context.Context) ([]GPUSample, error)
+type Source interface {
+	Devices(ctx context.Context) ([]Sample, error)
 }
 
-// The GPU gauges, read from a GPUSource at scrape time.
+// The GPU gauges, read from a Source at scrape time.
 var (
 	gpuLabels = []string{"gpu", "uuid"}
 
@@ -118,33 +118,33 @@ var (
 		"Current SM clock of the GPU (DCGM_FI_DEV_SM_CLOCK).", gpuLabels, nil)
 )
 
-// gpuCollector exports one reading of a GPUSource per scrape. A nil source stands for
+// collector exports one reading of a Source per scrape. A nil source stands for
 // DCGM being unavailable: only slogate_gpu_collector_up 0 is exported.
-type gpuCollector struct {
-	src GPUSource
+type collector struct {
+	src Source
 	log *slog.Logger
 
 	mu      sync.Mutex
 	failing bool // the last reading failed; logged once when it starts and once when it ends
 }
 
-var _ prometheus.Collector = (*gpuCollector)(nil)
+var _ prometheus.Collector = (*collector)(nil)
 
-// NewGPUCollector returns a collector that reads src once per scrape and exports
+// NewCollector returns a collector that reads src once per scrape and exports
 // slogate_gpu_collector_up (1 when the reading succeeded) and, when it did, the per-GPU
 // gauges labelled gpu and uuid; measurements the source reports as NaN are left out. With
 // a nil src it exports slogate_gpu_collector_up 0 and nothing else. When readings start
 // failing it logs one warning, and one line again when they recover, never one per
 // scrape. A nil logger discards. The collector is safe for concurrent use.
-func NewGPUCollector(src GPUSource, logger *slog.Logger) prometheus.Collector {
+func NewCollector(src Source, logger *slog.Logger) prometheus.Collector {
 	if logger == nil {
 		logger = slog.New(slog.DiscardHandler)
 	}
-	return &gpuCollector{src: src, log: logger}
+	return &collector{src: src, log: logger}
 }
 
 // Describe sends every descriptor the collector may emit.
-func (c *gpuCollector) Describe(ch chan<- *prometheus.Desc) {
+func (c *collector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{gpuUpDesc, gpuUtilizationDesc, gpuMemoryUsedDesc,
 		gpuMemoryTotalDesc, gpuPowerDesc, gpuTemperatureDesc, gpuSMClockDesc} {
 		ch <- d
@@ -153,7 +153,7 @@ func (c *gpuCollector) Describe(ch chan<- *prometheus.Desc) {
 
 // Collect reads the source once and sends the up gauge and, if the reading succeeded,
 // each GPU's known measurements. A second sample of the same GPU index is dropped.
-func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
+func (c *collector) Collect(ch chan<- prometheus.Metric) {
 	if c.src == nil {
 		ch <- gauge(gpuUpDesc, 0)
 		return
@@ -188,7 +188,7 @@ func (c *gpuCollector) Collect(ch chan<- prometheus.Metric) {
 }
 
 // noteOutcome logs the start and the end of a run of failed readings.
-func (c *gpuCollector) noteOutcome(err error) {
+func (c *collector) noteOutcome(err error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	switch {
@@ -214,22 +214,27 @@ func NewDCGMCollector(setting string, logger *slog.Logger) (prometheus.Collector
 		logger = slog.New(slog.DiscardHandler)
 	}
 	if setting == DCGMOff {
-		return noGPUCollector{}, nopCloser{}, nil
+		return offCollector{}, nopCloser{}, nil
 	}
 	src, closer, err := OpenDCGM(setting)
 	if err != nil {
 		logger.Warn("no GPU metrics: slogate_gpu_collector_up stays 0", "dcgm", setting, "err", err)
-		return NewGPUCollector(nil, logger), nopCloser{}, nil
+		return NewCollector(nil, logger), nopCloser{}, nil
 	}
 	logger.Info("reading GPU metrics from DCGM", "dcgm", setting)
-	return NewGPUCollector(src, logger), closer, nil
+	return NewCollector(src, logger), closer, nil
 }
 
-// noGPUCollector is the collector of DCGMOff: it exports nothing.
-type noGPUCollector struct{}
+// offCollector is the collector of DCGMOff: it exports nothing.
+type offCollector struct{}
 
-func (noGPUCollector) Describe(chan<- *prometheus.Desc) {}
-func (noGPUCollector) Collect(chan<- prometheus.Metric) {}
+func (offCollector) Describe(chan<- *prometheus.Desc) {}
+func (offCollector) Collect(chan<- prometheus.Metric) {}
+
+// gauge returns a constant gauge sample of d.
+func gauge(d *prometheus.Desc, v float64, labels ...string) prometheus.Metric {
+	return prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+}
 
 type nopCloser struct{}
 
@@ -277,17 +282,17 @@ func parseDCGM(setting string) (dcgmTarget, error) {
 		setting, DCGMOff, DCGMEmbedded)
 }
 
-// redialSource is a GPUSource over a connection that may fail, such as one to a
+// redialSource is a Source over a connection that may fail, such as one to a
 // standalone nv-hostengine that restarts or starts after slogate. It opens a connection
 // when it has none, at most once per retry interval, and closes the connection whose
 // reading fails, so that the next reading opens a new one. Safe for concurrent use.
 type redialSource struct {
-	open  func() (GPUSource, io.Closer, error)
+	open  func() (Source, io.Closer, error)
 	clock clock.Clock
 	retry time.Duration
 
 	mu      sync.Mutex
-	conn    GPUSource // nil: not connected
+	conn    Source // nil: not connected
 	closer  io.Closer
 	failed  time.Time // when the last open failed; zero: try at once
 	lastErr error
@@ -295,7 +300,7 @@ type redialSource struct {
 }
 
 var (
-	_ GPUSource = (*redialSource)(nil)
+	_ Source    = (*redialSource)(nil)
 	_ io.Closer = (*redialSource)(nil)
 )
 
@@ -303,7 +308,7 @@ var (
 var errClosed = errors.New("GPU source closed")
 
 // Devices reads the GPUs through the current connection, opening one first if needed.
-func (r *redialSource) Devices(ctx context.Context) ([]GPUSample, error) {
+func (r *redialSource) Devices(ctx context.Context) ([]Sample, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {

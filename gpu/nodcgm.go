@@ -1,6 +1,6 @@
 //go:build !cgo || !linux
 
-package exporter
+package gpu
 
 import (
 	"fmt"
@@ -10,7 +10,7 @@ import (
 // OpenDCGM would open the GPU readings of DCGM, but this build of slogate cannot: DCGM
 // is loaded through cgo, and this build has no cgo or is not for Linux. It validates
 // setting like the cgo build, then returns an error wrapping ErrDCGMUnavailable.
-func OpenDCGM(setting string) (GPUSource, io.Closer, error) {
+func OpenDCGM(setting string) (Source, io.Closer, error) {
 	if _, err := parseDCGM(setting); err != nil {
 		return nil, nil, err
 	}

@@ -1,9 +1,10 @@
-package exporter
+package gpu
 
 import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"maps"
@@ -15,25 +16,32 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
+	"go.uber.org/goleak"
+
 	"github.com/slogate/slogate/clock"
 )
 
-// fakeGPUs is a GPUSource that returns fixed samples or a fixed error.
+// fakeGPUs is a Source that returns fixed samples or a fixed error.
 type fakeGPUs struct {
-	samples []GPUSample
+	samples []Sample
 	err     error
 }
 
-func (f fakeGPUs) Devices(context.Context) ([]GPUSample, error) { return f.samples, f.err }
+func (f fakeGPUs) Devices(context.Context) ([]Sample, error) { return f.samples, f.err }
 
 // gpuSample returns a sample with every measurement known.
-func gpuSample(index int, uuid string, util, used, total, watts, celsius, hertz float64) GPUSample {
-	return GPUSample{Index: index, UUID: uuid, Utilization: util, MemoryUsedBytes: used,
+func gpuSample(index int, uuid string, util, used, total, watts, celsius, hertz float64) Sample {
+	return Sample{Index: index, UUID: uuid, Utilization: util, MemoryUsedBytes: used,
 		MemoryTotalBytes: total, PowerWatts: watts, TemperatureCelsius: celsius, SMClockHertz: hertz}
 }
 
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
 // gatherGPU registers c on a fresh registry, checks it with the linter and returns every
-// sample it exports.
+// gauge it exports, keyed by `name{k="v",...}` (labels in the registry's order, which is
+// sorted).
 func gatherGPU(t *testing.T, c prometheus.Collector) map[string]float64 {
 	t.Helper()
 	if problems, err := testutil.CollectAndLint(c); err != nil || len(problems) > 0 {
@@ -41,20 +49,38 @@ func gatherGPU(t *testing.T, c prometheus.Collector) map[string]float64 {
 	}
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(c)
-	return samples(t, reg, "slogate_gpu_")
+	fams, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	out := map[string]float64{}
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			var labels []string
+			for _, l := range m.GetLabel() {
+				labels = append(labels, fmt.Sprintf("%s=%q", l.GetName(), l.GetValue()))
+			}
+			key := f.GetName()
+			if len(labels) > 0 {
+				key += "{" + strings.Join(labels, ",") + "}"
+			}
+			out[key] = m.GetGauge().GetValue()
+		}
+	}
+	return out
 }
 
 func TestGPUCollector(t *testing.T) {
 	const gib = 1 << 30
-	partial := NewGPUSample(3, "GPU-c")
+	partial := NewSample(3, "GPU-c")
 	partial.MemoryTotalBytes, partial.TemperatureCelsius = 24*gib, 41
 	tests := []struct {
 		name string
-		src  GPUSource
+		src  Source
 		want map[string]float64
 	}{{
 		name: "two GPUs",
-		src: fakeGPUs{samples: []GPUSample{
+		src: fakeGPUs{samples: []Sample{
 			gpuSample(0, "GPU-a", 0.87, 70*gib, 80*gib, 612.5, 71, 1.98e9),
 			gpuSample(1, "GPU-b", 0, 0.5*gib, 80*gib, 71.25, 33, 345e6),
 		}},
@@ -75,7 +101,7 @@ func TestGPUCollector(t *testing.T) {
 		},
 	}, {
 		name: "unknown measurements left out",
-		src:  fakeGPUs{samples: []GPUSample{partial}},
+		src:  fakeGPUs{samples: []Sample{partial}},
 		want: map[string]float64{
 			`slogate_gpu_collector_up`:                              1,
 			`slogate_gpu_memory_total_bytes{gpu="3",uuid="GPU-c"}`:  24 * gib,
@@ -83,7 +109,7 @@ func TestGPUCollector(t *testing.T) {
 		},
 	}, {
 		name: "a second sample of the same GPU is dropped",
-		src: fakeGPUs{samples: []GPUSample{
+		src: fakeGPUs{samples: []Sample{
 			{Index: 0, UUID: "GPU-a", Utilization: 0.5, MemoryUsedBytes: math.NaN(), MemoryTotalBytes: math.NaN(),
 				PowerWatts: math.NaN(), TemperatureCelsius: math.NaN(), SMClockHertz: math.Inf(1)},
 			gpuSample(0, "GPU-a", 0.9, 1, 2, 3, 4, 5),
@@ -99,7 +125,7 @@ func TestGPUCollector(t *testing.T) {
 	}, {
 		name: "source error: up 0, no per-GPU series",
 		src: fakeGPUs{
-			samples: []GPUSample{gpuSample(0, "GPU-a", 0.87, 70*gib, 80*gib, 612.5, 71, 1.98e9)},
+			samples: []Sample{gpuSample(0, "GPU-a", 0.87, 70*gib, 80*gib, 612.5, 71, 1.98e9)},
 			err:     errors.New("Host engine connection invalid/disconnected"),
 		},
 		want: map[string]float64{`slogate_gpu_collector_up`: 0},
@@ -110,7 +136,7 @@ func TestGPUCollector(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := gatherGPU(t, NewGPUCollector(tt.src, nil))
+			got := gatherGPU(t, NewCollector(tt.src, nil))
 			if !maps.Equal(got, tt.want) {
 				t.Errorf("exported\n%v\nwant\n%v", got, tt.want)
 			}
@@ -120,7 +146,7 @@ func TestGPUCollector(t *testing.T) {
 
 // Exact exposition, HELP and TYPE included, of a one-GPU reading.
 func TestGPUCollectorExposition(t *testing.T) {
-	src := fakeGPUs{samples: []GPUSample{gpuSample(0, "GPU-a", 0.25, 1<<30, 2<<30, 300, 60, 1.5e9)}}
+	src := fakeGPUs{samples: []Sample{gpuSample(0, "GPU-a", 0.25, 1<<30, 2<<30, 300, 60, 1.5e9)}}
 	want := `# HELP slogate_gpu_collector_up 1 if slogate's last reading of the GPUs from DCGM succeeded, 0 if DCGM is unavailable or the reading failed.
 # TYPE slogate_gpu_collector_up gauge
 slogate_gpu_collector_up 1
@@ -143,25 +169,25 @@ slogate_gpu_temperature_celsius{gpu="0",uuid="GPU-a"} 60
 # TYPE slogate_gpu_sm_clock_hertz gauge
 slogate_gpu_sm_clock_hertz{gpu="0",uuid="GPU-a"} 1.5e+09
 `
-	if err := testutil.CollectAndCompare(NewGPUCollector(src, nil), strings.NewReader(want)); err != nil {
+	if err := testutil.CollectAndCompare(NewCollector(src, nil), strings.NewReader(want)); err != nil {
 		t.Error(err)
 	}
 }
 
-// flakyGPUs is a GPUSource whose readings fail while err is set.
+// flakyGPUs is a Source whose readings fail while err is set.
 type flakyGPUs struct{ err error }
 
-func (f *flakyGPUs) Devices(context.Context) ([]GPUSample, error) {
+func (f *flakyGPUs) Devices(context.Context) ([]Sample, error) {
 	if f.err != nil {
 		return nil, f.err
 	}
-	return []GPUSample{NewGPUSample(0, "GPU-a")}, nil
+	return []Sample{NewSample(0, "GPU-a")}, nil
 }
 
 func TestGPUCollectorLogsChangesNotScrapes(t *testing.T) {
 	var buf bytes.Buffer
 	src := &flakyGPUs{}
-	c := NewGPUCollector(src, slog.New(slog.NewTextHandler(&buf, nil)))
+	c := NewCollector(src, slog.New(slog.NewTextHandler(&buf, nil)))
 	fail := errors.New("connection lost")
 	for _, err := range []error{nil, fail, fail, fail, nil, nil, fail} {
 		src.err = err
@@ -179,19 +205,19 @@ func TestGPUSampleFromDCGMUnits(t *testing.T) {
 		name string
 		m    dcgmMeasure
 		x    float64
-		get  func(GPUSample) float64
+		get  func(Sample) float64
 		want float64
 	}{
-		{"utilisation percent to ratio", dcgmUtilPercent, 87, func(s GPUSample) float64 { return s.Utilization }, 0.87},
-		{"memory used MiB to bytes", dcgmMemUsedMiB, 81559, func(s GPUSample) float64 { return s.MemoryUsedBytes }, 81559 * 1024 * 1024},
-		{"memory total MiB to bytes", dcgmMemTotalMiB, 81920, func(s GPUSample) float64 { return s.MemoryTotalBytes }, 80 << 30},
-		{"power in watts", dcgmPowerWatts, 612.5, func(s GPUSample) float64 { return s.PowerWatts }, 612.5},
-		{"temperature in celsius", dcgmTempCelsius, 71, func(s GPUSample) float64 { return s.TemperatureCelsius }, 71},
-		{"SM clock MHz to hertz", dcgmSMClockMHz, 1980, func(s GPUSample) float64 { return s.SMClockHertz }, 1.98e9},
+		{"utilisation percent to ratio", dcgmUtilPercent, 87, func(s Sample) float64 { return s.Utilization }, 0.87},
+		{"memory used MiB to bytes", dcgmMemUsedMiB, 81559, func(s Sample) float64 { return s.MemoryUsedBytes }, 81559 * 1024 * 1024},
+		{"memory total MiB to bytes", dcgmMemTotalMiB, 81920, func(s Sample) float64 { return s.MemoryTotalBytes }, 80 << 30},
+		{"power in watts", dcgmPowerWatts, 612.5, func(s Sample) float64 { return s.PowerWatts }, 612.5},
+		{"temperature in celsius", dcgmTempCelsius, 71, func(s Sample) float64 { return s.TemperatureCelsius }, 71},
+		{"SM clock MHz to hertz", dcgmSMClockMHz, 1980, func(s Sample) float64 { return s.SMClockHertz }, 1.98e9},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			s := NewGPUSample(0, "")
+			s := NewSample(0, "")
 			s.setDCGM(tt.m, tt.x)
 			if got := tt.get(s); math.Abs(got-tt.want) > 1e-9*math.Abs(tt.want) {
 				t.Errorf("got %v, want %v", got, tt.want)
@@ -300,7 +326,7 @@ type fakeDial struct {
 	closes   int
 }
 
-func (d *fakeDial) open() (GPUSource, io.Closer, error) {
+func (d *fakeDial) open() (Source, io.Closer, error) {
 	d.opens++
 	if len(d.openErrs) > 0 {
 		err := d.openErrs[0]
@@ -312,11 +338,11 @@ func (d *fakeDial) open() (GPUSource, io.Closer, error) {
 	return d, d, nil
 }
 
-func (d *fakeDial) Devices(context.Context) ([]GPUSample, error) {
+func (d *fakeDial) Devices(context.Context) ([]Sample, error) {
 	if d.readErr != nil {
 		return nil, d.readErr
 	}
-	return []GPUSample{NewGPUSample(0, "GPU-a")}, nil
+	return []Sample{NewSample(0, "GPU-a")}, nil
 }
 
 func (d *fakeDial) Close() error { d.closes++; return nil }
