@@ -14,7 +14,7 @@ FUZZ_TARGETS := \
 	./enginesim:FuzzParseIDs ./synth:FuzzLooped ./synth:FuzzParseWorkload \
 	./proxy:FuzzProxyResponse ./engine:FuzzScrape ./engine:FuzzParseKind ./admission:FuzzParseNames \
 	./calibrate:FuzzFromConfig ./calibrate:FuzzPlanOnly ./synth:FuzzReadJSON ./enginesim:FuzzScript \
-	./exporter:FuzzParseDCGM ./exporter:FuzzPushURL ./exporter:FuzzPushLabels ./cmd/slogate:FuzzSettings \
+	./exporter:FuzzParseDCGM ./exporter:FuzzPushURL ./exporter:FuzzPushLabels ./settings:FuzzSettings \
 	./bench/goodput:FuzzParseFlags ./bench/overhead:FuzzParseTargets
 
 .PHONY: all build test vet unit acceptance fuzz bench deps clean
