@@ -2,13 +2,9 @@ package deploy
 
 import (
 	"fmt"
-	"go/ast"
-	"go/parser"
-	"go/token"
 	"net"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -16,16 +12,19 @@ import (
 	"time"
 
 	"k8s.io/apimachinery/pkg/util/sets"
+
+	"github.com/slogate/slogate/settings"
+	"github.com/slogate/slogate/sidecar"
 )
 
-// This file reads the settings `slogate serve` knows from the source of its settings
-// struct (cmd/slogate/serve.go), so the manifests are checked against the code and not
-// against a copy of its list.
+// This file reads the settings `slogate serve` knows from its settings schema
+// (sidecar.Config), so the manifests are checked against the code and not against a copy
+// of its list.
 
-// serveGo is the file that declares serveSettings.
-const serveGo = "../cmd/slogate/serve.go"
+// serveSchema names the schema of serve's settings in messages.
+const serveSchema = "sidecar.Config"
 
-// setting is one field of serveSettings: its variable, default and Go type.
+// setting is one setting of serve: its variable, default and Go type.
 type setting struct {
 	Env, Default, Type string
 }
@@ -33,51 +32,14 @@ type setting struct {
 // serveSettings returns the settings of `slogate serve` by environment variable.
 func serveSettings(t *testing.T) map[string]setting {
 	t.Helper()
-	f, err := parser.ParseFile(token.NewFileSet(), serveGo, nil, parser.SkipObjectResolution)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var st *ast.StructType
-	ast.Inspect(f, func(n ast.Node) bool {
-		if ts, ok := n.(*ast.TypeSpec); ok && ts.Name.Name == "serveSettings" {
-			st, _ = ts.Type.(*ast.StructType)
-		}
-		return st == nil
-	})
-	if st == nil {
-		t.Fatalf("%s: no struct type serveSettings", serveGo)
-	}
 	out := map[string]setting{}
-	for _, field := range st.Fields.List {
-		if field.Tag == nil {
-			continue
-		}
-		raw, err := strconv.Unquote(field.Tag.Value)
-		if err != nil {
-			t.Fatal(err)
-		}
-		tag := reflect.StructTag(raw)
-		env, ok := tag.Lookup("env")
-		if !ok {
-			continue
-		}
-		out[env] = setting{Env: env, Default: tag.Get("envDefault"), Type: exprString(field.Type)}
+	for _, s := range settings.Describe(&sidecar.Config{}) {
+		out[s.Env] = setting{Env: s.Env, Default: s.Default, Type: s.Type}
 	}
 	if len(out) < 10 {
-		t.Fatalf("%s: found only %d settings with env tags", serveGo, len(out))
+		t.Fatalf("%s: found only %d settings", serveSchema, len(out))
 	}
 	return out
-}
-
-// exprString writes a field's type as in the source: int, time.Duration, ...
-func exprString(e ast.Expr) string {
-	switch e := e.(type) {
-	case *ast.Ident:
-		return e.Name
-	case *ast.SelectorExpr:
-		return exprString(e.X) + "." + e.Sel.Name
-	}
-	return fmt.Sprintf("%T", e)
 }
 
 // checkValue reports whether value is valid for a setting of Go type typ, as the
@@ -118,7 +80,7 @@ func TestServeSettingsParsed(t *testing.T) {
 	s := serveSettings(t)
 	for _, env := range []string{"SLOGATE_UPSTREAM", "SLOGATE_LISTEN", "SLOGATE_ADMIN_LISTEN", "SLOGATE_DRAIN_TIMEOUT", "SLOGATE_TIERS_FILE", "SLOGATE_DCGM"} {
 		if _, ok := s[env]; !ok {
-			t.Errorf("%s is not among the settings read from %s", env, serveGo)
+			t.Errorf("%s is not among the settings read from %s", env, serveSchema)
 		}
 	}
 	for _, v := range s {
@@ -161,6 +123,6 @@ func TestEveryVariableNamedExists(t *testing.T) {
 		t.Fatal(err)
 	}
 	if unknown.Len() > 0 {
-		t.Errorf("slogate serve reads no such variable (%s):\n%s", serveGo, strings.Join(sets.List(unknown), "\n"))
+		t.Errorf("slogate serve reads no such variable (%s):\n%s", serveSchema, strings.Join(sets.List(unknown), "\n"))
 	}
 }

@@ -191,7 +191,7 @@ func (s *Sidecar) newAdmission(tiers *admission.Config, late *lateBinding) error
 		}
 	}
 	s.admission, err = admission.New(cfg, admission.Options{
-		Mode: mode, SLO: admission.SLO{TTFT: admission.Duration(s.cfg.SLOTTFT), TPOT: admission.Duration(s.cfg.SLOTPOT)},
+		Mode: mode, SLO: s.cfg.AdmissionSLO(),
 		Engine: s.scraper, InFlightKV: late.kvTokens, Observers: []admission.DecisionObserver{late},
 		Saturation: admission.Saturation{
 			QueueDepth: s.cfg.SaturationQueue, KVUsage: s.cfg.SaturationKV,

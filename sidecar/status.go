@@ -16,7 +16,7 @@ import (
 func (s *Sidecar) statusPage() http.Handler {
 	cfg := statuspage.Config{
 		Admission: s.admission, Engine: s.scraper, Logger: s.log,
-		SLO: admission.SLO{TTFT: admission.Duration(s.cfg.SLOTTFT), TPOT: admission.Duration(s.cfg.SLOTPOT)},
+		SLO: s.cfg.AdmissionSLO(),
 	}
 	if s.live != nil {
 		cfg.Live = s.live
