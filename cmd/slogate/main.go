@@ -88,9 +88,6 @@ func loadSettings(name, about string, cfg any, args []string, stderr io.Writer) 
 	return settings.Load(fs, cfg, os.Environ(), args)
 }
 
-// parseFlags parses args with fs (probe, calibrate and sim have no settings schema yet).
-func parseFlags(fs *flag.FlagSet, args []string) error { return settings.Parse(fs, args) }
-
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "slogate: an SLO gate and meter for LLM inference engines (vLLM, SGLang).")
 	fmt.Fprintln(w, "\nUsage: slogate <command> [flags]\n\nCommands:")

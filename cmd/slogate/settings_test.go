@@ -3,6 +3,7 @@ package main
 import (
 	"flag"
 	"os"
+	"sort"
 	"strings"
 	"testing"
 
@@ -24,7 +25,7 @@ func schemas() map[string][]settings.Setting {
 // and a meaning.
 func TestSettingsDescribed(t *testing.T) {
 	all := schemas()
-	for _, name := range []string{"serve", "demo"} {
+	for _, name := range []string{"serve", "demo", "sim", "probe", "calibrate"} {
 		if len(all[name]) == 0 {
 			t.Errorf("slogate %s has no settings schema", name)
 		}
@@ -34,6 +35,37 @@ func TestSettingsDescribed(t *testing.T) {
 			if !strings.HasPrefix(s.Env, "SLOGATE_") || s.Help == "" || s.Flag == "" {
 				t.Errorf("%s: setting %+v is not fully described", name, s)
 			}
+		}
+	}
+}
+
+// differentFlags are flags that two commands have with different variables, because
+// they mean different things there.
+var differentFlags = map[string]string{
+	"calibrate": "serve's enables the sidecar's calibrations (SLOGATE_CALIBRATE); demo's its short demo schedule (SLOGATE_DEMO_CALIBRATE)",
+}
+
+// TestSettingsConsistent: across the commands a variable always goes with one flag, and a
+// flag with one variable, so that a name means one thing wherever slogate reads it.
+func TestSettingsConsistent(t *testing.T) {
+	flagOf, envOf := map[string]string{}, map[string]string{}
+	where := map[string]string{}
+	all := schemas()
+	names := make([]string, 0, len(all))
+	for name := range all {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		for _, s := range all[name] {
+			if f, ok := flagOf[s.Env]; ok && f != s.Flag {
+				t.Errorf("%s is --%s in %s but --%s in %s", s.Env, f, where[s.Env], s.Flag, name)
+			}
+			if e, ok := envOf[s.Flag]; ok && e != s.Env && differentFlags[s.Flag] == "" {
+				t.Errorf("--%s is %s in %s but %s in %s", s.Flag, e, where["--"+s.Flag], s.Env, name)
+			}
+			flagOf[s.Env], envOf[s.Flag] = s.Flag, s.Env
+			where[s.Env], where["--"+s.Flag] = name, name
 		}
 	}
 }
