@@ -15,7 +15,7 @@ FUZZ_TARGETS := \
 	./proxy:FuzzProxyResponse ./engine:FuzzScrape ./engine:FuzzParseKind ./admission:FuzzParseNames \
 	./calibrate:FuzzFromConfig ./calibrate:FuzzPlanOnly ./report:FuzzReadJSON ./enginesim:FuzzScript \
 	./report:FuzzCalibrationReports \
-	./gpu:FuzzParseDCGM ./exporter:FuzzPushURL ./exporter:FuzzPushLabels ./cmd/slogate:FuzzSettings \
+	./gpu:FuzzParseDCGM ./exporter:FuzzPushURL ./exporter:FuzzPushLabels ./settings:FuzzSettings \
 	./bench/goodput:FuzzParseFlags ./bench/overhead:FuzzParseTargets
 
 .PHONY: all build test vet unit acceptance fuzz bench deps clean

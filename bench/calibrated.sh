@@ -31,8 +31,8 @@ done
 quick=()
 [[ -n ${QUICK:-} ]] && quick=(--quick)
 start=$SECONDS
-"$out/slogate" calibrate --target "http://127.0.0.1:$port" "${quick[@]}" \
-  --tiers-file bench/goodput/tiers-8k.yaml --only 8k --slo-ttft 5s --slo-tpot 100ms --output 128 \
+"$out/slogate" calibrate --upstream "http://127.0.0.1:$port" "${quick[@]}" \
+  --tiers-file bench/goodput/tiers-8k.yaml --only 8k --slo-ttft 5s --slo-tpot 100ms --calibrate-output 128 \
   --out "$out/tiers.yaml" 2> >(tee "$out/calibrate.log" >&2) | tee "$out/calibration.txt"
 echo "# calibration took $((SECONDS - start)) s" | tee -a "$out/calibration.txt"
 kill $sim

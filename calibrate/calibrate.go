@@ -123,10 +123,13 @@ func (p Plan) Estimate() time.Duration {
 // DefaultPlan returns a plan for the tiers of cfg (with the sidecar's SLOs where a tier
 // has none): each tier's shape has three quarters of its input bound (the last tier,
 // unbounded, twice the previous bound), at most the engine's context length minus the
-// output, and output tokens of output.
+// output, and output tokens of output (at least 1).
 func DefaultPlan(cfg admission.Config, slo measure.SLO, maxModelLen, output int) (Plan, error) {
 	if err := cfg.Validate(); err != nil {
 		return Plan{}, err
+	}
+	if output < 1 {
+		return Plan{}, fmt.Errorf("%d output tokens per request: want at least 1", output)
 	}
 	var p Plan
 	prev := 0

@@ -28,7 +28,7 @@ type ScheduleConfig struct {
 	// limits into them.
 	Tiers  func() admission.Config
 	SLO    measure.SLO                  // the SLOs of tiers that set none
-	Output int                          // output tokens of every calibration request; default 128
+	Output int                          // output tokens of every calibration request (the sidecar's --calibrate-output)
 	Round  time.Duration                // arrival window of each measured rate; default 60s
 	Engine func() string                // the engine's kind, for the provenance; nil: not recorded
 	Apply  func(admission.Config) error // puts new limits in force; nil: report only
@@ -116,9 +116,6 @@ type Schedule struct {
 // NewSchedule returns a Schedule for cfg; Run starts it. When the tiers in force record
 // a calibration, it is the latest one until the schedule measures another.
 func NewSchedule(cfg ScheduleConfig) *Schedule {
-	if cfg.Output <= 0 {
-		cfg.Output = 128
-	}
 	if cfg.Logger == nil {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}

@@ -39,18 +39,18 @@ var demoProbe = synth.Workload{
 }
 
 // Config is the demo's settings. Each field carries its flag name, environment variable,
-// default and meaning, as sidecar.Config's do; cmd/slogate reads them through the tags.
+// default and meaning, as sidecar.Config's do; package settings reads them through the
+// tags. The simulator's profile and flavour are the group slogate sim has too.
 type Config struct {
-	Listen      string        `flag:"listen" env:"SLOGATE_LISTEN" envDefault:"127.0.0.1:8080" help:"address clients connect to"`
-	AdminListen string        `flag:"admin-listen" env:"SLOGATE_ADMIN_LISTEN" envDefault:"127.0.0.1:9090" help:"address of /metrics, /healthz, /readyz and the status page"`
-	Profile     string        `flag:"profile" env:"SLOGATE_SIM_PROFILE" envDefault:"tiny" help:"simulator profile (see slogate sim -h)"`
-	Flavor      string        `flag:"flavor" env:"SLOGATE_SIM_FLAVOR" envDefault:"vllm" help:"engine the simulator impersonates: vllm or sglang"`
-	Load        bool          `flag:"load" env:"SLOGATE_DEMO_LOAD" envDefault:"false" help:"send light synthetic traffic through slogate"`
-	Streams     int           `flag:"streams" env:"SLOGATE_DEMO_STREAMS" envDefault:"4" help:"concurrent synthetic clients with --load"`
-	Probe       bool          `flag:"probe" env:"SLOGATE_DEMO_PROBE" envDefault:"true" help:"run a short synthetic probe soon after start and every 5m"`
-	Calibrate   bool          `flag:"calibrate" env:"SLOGATE_DEMO_CALIBRATE" envDefault:"true" help:"calibrate the admission tiers soon after start and every 15m, publishing the limits without applying them"`
-	Duration    time.Duration `flag:"duration" env:"SLOGATE_DEMO_DURATION" envDefault:"0s" help:"stop after this long (0: run until interrupted)"`
-	LogLevel    string        `flag:"log-level" env:"SLOGATE_LOG_LEVEL" envDefault:"warn" help:"sidecar log level: debug, info (logs every request), warn or error"`
+	Listen           string        `flag:"listen" env:"SLOGATE_LISTEN" envDefault:"127.0.0.1:8080" help:"address clients connect to"`
+	AdminListen      string        `flag:"admin-listen" env:"SLOGATE_ADMIN_LISTEN" envDefault:"127.0.0.1:9090" help:"address of /metrics, /healthz, /readyz and the status page"`
+	enginesim.Choice               // --profile, --flavor
+	Load             bool          `flag:"load" env:"SLOGATE_DEMO_LOAD" envDefault:"false" help:"send light synthetic traffic through slogate"`
+	Streams          int           `flag:"streams" env:"SLOGATE_DEMO_STREAMS" envDefault:"4" help:"concurrent synthetic clients with --load"`
+	Probe            bool          `flag:"probe" env:"SLOGATE_DEMO_PROBE" envDefault:"true" help:"run a short synthetic probe soon after start and every 5m"`
+	Calibrate        bool          `flag:"calibrate" env:"SLOGATE_DEMO_CALIBRATE" envDefault:"true" help:"calibrate the admission tiers soon after start and every 15m, publishing the limits without applying them"`
+	Duration         time.Duration `flag:"duration" env:"SLOGATE_DEMO_DURATION" envDefault:"0s" help:"stop after this long (0: run until interrupted)"`
+	LogLevel         string        `flag:"log-level" env:"SLOGATE_LOG_LEVEL" envDefault:"warn" help:"sidecar log level: debug, info (logs every request), warn or error"`
 }
 
 // Run runs the demo of cfg until ctx is done or cfg.Duration has passed: a simulated
@@ -60,12 +60,11 @@ func Run(ctx context.Context, cfg Config, stdout, stderr io.Writer) error {
 	if cfg.Streams < 1 {
 		return fmt.Errorf("--streams %d: want at least 1", cfg.Streams)
 	}
-	p, err := enginesim.LookupProfile(cfg.Profile)
+	simCfg, err := cfg.Choice.Config()
 	if err != nil {
 		return err
 	}
-	demoEngine(&p)
-	simCfg := enginesim.Config{Profile: p, Flavor: enginesim.Flavor(cfg.Flavor)}
+	demoEngine(&simCfg.Profile)
 	if cfg.Duration > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, cfg.Duration)

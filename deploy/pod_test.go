@@ -173,7 +173,7 @@ func checkEnv(t *testing.T, where string, spec *corev1.PodSpec, settings map[str
 			}
 			s, ok := settings[e.Name]
 			if !ok {
-				t.Errorf("%s/%s: slogate reads no %s (%s)", where, c.Name, e.Name, "sidecar.Config")
+				t.Errorf("%s/%s: slogate reads no %s (%s)", where, c.Name, e.Name, serveSchema)
 				continue
 			}
 			if e.ValueFrom == nil && !varRef.MatchString(e.Value) {

@@ -5,7 +5,6 @@ import (
 	"net"
 	"os"
 	"path/filepath"
-	"reflect"
 	"regexp"
 	"strconv"
 	"strings"
@@ -14,14 +13,18 @@ import (
 
 	"k8s.io/apimachinery/pkg/util/sets"
 
+	"github.com/slogate/slogate/settings"
 	"github.com/slogate/slogate/sidecar"
 )
 
-// The settings `slogate serve` knows are read from its settings struct (sidecar.Config)
-// by reflection, so the manifests are checked against the code and not against a copy
+// This file reads the settings `slogate serve` knows from its settings schema
+// (sidecar.Config), so the manifests are checked against the code and not against a copy
 // of its list.
 
-// setting is one field of sidecar.Config: its variable, default and Go type.
+// serveSchema names the schema of serve's settings in messages.
+const serveSchema = "sidecar.Config"
+
+// setting is one setting of serve: its variable, default and Go type.
 type setting struct {
 	Env, Default, Type string
 }
@@ -30,21 +33,11 @@ type setting struct {
 func serveSettings(t *testing.T) map[string]setting {
 	t.Helper()
 	out := map[string]setting{}
-	var walk func(reflect.Type)
-	walk = func(st reflect.Type) {
-		for f := range st.Fields() {
-			if f.Anonymous && f.Type.Kind() == reflect.Struct {
-				walk(f.Type) // a group of settings shared with other commands
-				continue
-			}
-			if env, ok := f.Tag.Lookup("env"); ok {
-				out[env] = setting{Env: env, Default: f.Tag.Get("envDefault"), Type: f.Type.String()}
-			}
-		}
+	for _, s := range settings.Describe(&sidecar.Config{}) {
+		out[s.Env] = setting{Env: s.Env, Default: s.Default, Type: s.Type}
 	}
-	walk(reflect.TypeFor[sidecar.Config]())
 	if len(out) < 10 {
-		t.Fatalf("sidecar.Config: found only %d settings with env tags", len(out))
+		t.Fatalf("%s: found only %d settings", serveSchema, len(out))
 	}
 	return out
 }
@@ -87,7 +80,7 @@ func TestServeSettingsParsed(t *testing.T) {
 	s := serveSettings(t)
 	for _, env := range []string{"SLOGATE_UPSTREAM", "SLOGATE_LISTEN", "SLOGATE_ADMIN_LISTEN", "SLOGATE_DRAIN_TIMEOUT", "SLOGATE_TIERS_FILE", "SLOGATE_DCGM"} {
 		if _, ok := s[env]; !ok {
-			t.Errorf("%s is not among the settings read from %s", env, "sidecar.Config")
+			t.Errorf("%s is not among the settings read from %s", env, serveSchema)
 		}
 	}
 	for _, v := range s {
@@ -130,6 +123,6 @@ func TestEveryVariableNamedExists(t *testing.T) {
 		t.Fatal(err)
 	}
 	if unknown.Len() > 0 {
-		t.Errorf("slogate serve reads no such variable (%s):\n%s", "sidecar.Config", strings.Join(sets.List(unknown), "\n"))
+		t.Errorf("slogate serve reads no such variable (%s):\n%s", serveSchema, strings.Join(sets.List(unknown), "\n"))
 	}
 }

@@ -161,7 +161,7 @@ func (p *pod) checkServiceMonitor() {
 	}
 }
 
-// checkCronJobs checks the probe CronJob: slogate's image, non-root, and a --target that
+// checkCronJobs checks the probe CronJob: slogate's image, non-root, and an --upstream that
 // is the data Service's address.
 func (p *pod) checkCronJobs(settings map[string]setting) {
 	if len(p.m.CronJobs) == 0 {
@@ -181,16 +181,16 @@ func (p *pod) checkCronJobs(settings map[string]setting) {
 				continue
 			}
 			checkSecurity(p.t, where, c)
-			p.checkProbeTarget(where, engineFlags(c)["--target"])
+			p.checkProbeTarget(where, engineFlags(c)["--upstream"])
 		}
 	}
 }
 
-// checkProbeTarget checks that a probe's --target is http://SERVICE:PORT of the data port.
+// checkProbeTarget checks that a probe's --upstream is http://SERVICE:PORT of the data port.
 func (p *pod) checkProbeTarget(where, target string) {
 	u, err := url.Parse(target)
 	if err != nil || u.Scheme != "http" {
-		p.t.Errorf("%s: --target %q; want http://SERVICE:PORT", where, target)
+		p.t.Errorf("%s: --upstream %q; want http://SERVICE:PORT", where, target)
 		return
 	}
 	host, port := u.Hostname(), u.Port()
@@ -199,12 +199,12 @@ func (p *pod) checkProbeTarget(where, target string) {
 	}
 	svc, ok := p.m.Services[strings.Split(host, ".")[0]]
 	if !ok || net.ParseIP(host) != nil {
-		p.t.Errorf("%s: --target %s is not a Service of the rendering", where, target)
+		p.t.Errorf("%s: --upstream %s is not a Service of the rendering", where, target)
 		return
 	}
 	i := slices.IndexFunc(svc.Spec.Ports, func(sp corev1.ServicePort) bool { return strconv.Itoa(int(sp.Port)) == port })
 	if i < 0 || p.servicePorts(svc)[svc.Spec.Ports[i].Name] != p.dataPort().ContainerPort {
-		p.t.Errorf("%s: --target %s does not lead to slogate's data port", where, target)
+		p.t.Errorf("%s: --upstream %s does not lead to slogate's data port", where, target)
 	}
 }
 

@@ -46,15 +46,6 @@ type SLO struct {
 	TPOT Duration `yaml:"tpot,omitempty" json:"tpot,omitempty"`
 }
 
-// The SLO slogate judges by where none is configured.
-const (
-	DefaultTTFT = 2 * time.Second
-	DefaultTPOT = 100 * time.Millisecond
-)
-
-// DefaultSLO is DefaultTTFT and DefaultTPOT as an SLO.
-var DefaultSLO = NewSLO(DefaultTTFT, DefaultTPOT)
-
 // NewSLO returns the SLO of bounds ttft and tpot (0: none).
 func NewSLO(ttft, tpot time.Duration) SLO { return SLO{TTFT: Duration(ttft), TPOT: Duration(tpot)} }
 

@@ -90,9 +90,6 @@ func TestSLOOr(t *testing.T) {
 			t.Errorf("%+v.Or(%+v) = %+v, want %+v", c.in, def, got, c.want)
 		}
 	}
-	if DefaultSLO != def {
-		t.Errorf("DefaultSLO = %+v, want %+v", DefaultSLO, def)
-	}
 }
 
 // TestDurationFormats: a Duration reads and writes "2s" in YAML, JSON and text, and an

@@ -38,9 +38,9 @@ func (s *Sidecar) newCalibrator() {
 		}
 	}
 	s.calibration = calibrate.NewSchedule(calibrate.ScheduleConfig{
-		Target: &synth.Target{BaseURL: s.cfg.Upstream, APIKey: s.cfg.UpstreamAPIKey},
+		Target: s.cfg.Endpoint.Target(),
 		Tiers:  s.admission.Config,
-		SLO:    s.slo(),
+		SLO:    s.cfg.Objective(),
 		Output: s.cfg.CalibrateOutput, Round: s.cfg.CalibrateRound,
 		Engine: func() string { return s.scraper.Latest().Kind.String() },
 		Apply:  apply, Interval: s.cfg.CalibrateInterval, Jitter: calibrationJitter,

@@ -7,20 +7,23 @@ import (
 	"time"
 
 	"github.com/caarlos0/env/v11"
+
+	"github.com/slogate/slogate/measure"
+	"github.com/slogate/slogate/synth"
 )
 
 // Config is the sidecar's settings: the settings of `slogate serve`. Each field carries
 // its flag name (`flag`), environment variable (`env`), default (`envDefault`) and
-// meaning (`help`); cmd/slogate reads them through those tags, and its help text and
-// docs/operations.md are generated from them.
+// meaning (`help`); package settings reads them through those tags, and slogate's help
+// text and docs/operations.md are generated from them. The embedded groups (Endpoint,
+// SLO, Calibration, Push, Log) are shared with other commands (slogate probe,
+// calibrate and sim), so that a setting they have in common is defined once.
 type Config struct {
-	Upstream            string        `flag:"upstream" env:"SLOGATE_UPSTREAM" envDefault:"http://127.0.0.1:8000" help:"the engine's base URL"`
+	Endpoint                          // --upstream, --upstream-api-key
 	Listen              string        `flag:"listen" env:"SLOGATE_LISTEN" envDefault:":8080" help:"address clients connect to"`
 	AdminListen         string        `flag:"admin-listen" env:"SLOGATE_ADMIN_LISTEN" envDefault:":9090" help:"address of /metrics, /healthz and /readyz"`
-	UpstreamAPIKey      string        `flag:"upstream-api-key" env:"SLOGATE_UPSTREAM_API_KEY" envDefault:"" help:"bearer token for slogate's own requests to the engine (its /v1/models, probes and calibrations), for engines started with --api-key; never logged"`
 	Engine              string        `flag:"engine" env:"SLOGATE_ENGINE" envDefault:"auto" help:"the engine behind slogate: auto, vllm or sglang"`
-	SLOTTFT             time.Duration `flag:"slo-ttft" env:"SLOGATE_SLO_TTFT" envDefault:"2s" help:"time-to-first-token SLO; a histogram bucket boundary sits exactly on it"`
-	SLOTPOT             time.Duration `flag:"slo-tpot" env:"SLOGATE_SLO_TPOT" envDefault:"100ms" help:"time-per-output-token SLO; a histogram bucket boundary sits exactly on it"`
+	SLO                               // --slo-ttft, --slo-tpot
 	Admission           string        `flag:"admission" env:"SLOGATE_ADMISSION" envDefault:"shadow" help:"admission control: off, shadow (decide and record, never delay or reject) or enforce"`
 	TiersFile           string        `flag:"tiers-file" env:"SLOGATE_TIERS_FILE" envDefault:"" help:"YAML file of admission tiers (reloaded on SIGHUP, on change and on POST /-/reload); empty: the built-in tiers"`
 	StalePolicy         string        `flag:"stale-policy" env:"SLOGATE_STALE_POLICY" envDefault:"open" help:"when engine metrics are stale or missing: open (admit, ignoring them) or closed (answer 503)"`
@@ -35,8 +38,7 @@ type Config struct {
 	Calibrate           bool          `flag:"calibrate" env:"SLOGATE_CALIBRATE" envDefault:"false" help:"measure each tier's knee from inside the sidecar, on POST /-/calibrate and every --calibrate-interval; it drives the engine past its knee for minutes, so choose quiet hours"`
 	CalibrateInterval   time.Duration `flag:"calibrate-interval" env:"SLOGATE_CALIBRATE_INTERVAL" envDefault:"0s" help:"time between scheduled calibrations (plus up to 10%); 0: only on POST /-/calibrate"`
 	CalibrateApply      bool          `flag:"calibrate-apply" env:"SLOGATE_CALIBRATE_APPLY" envDefault:"false" help:"put calibrated limits in force at once; false: only publish them (GET /calibration/tiers.yaml, slogate_calibration_* metrics) for review"`
-	CalibrateRound      time.Duration `flag:"calibrate-round" env:"SLOGATE_CALIBRATE_ROUND" envDefault:"60s" help:"arrival window of each rate a calibration measures"`
-	CalibrateOutput     int           `flag:"calibrate-output" env:"SLOGATE_CALIBRATE_OUTPUT" envDefault:"128" help:"output tokens of every calibration request"`
+	Calibration                       // --calibrate-round, --calibrate-output
 	ScrapeInterval      time.Duration `flag:"scrape-interval" env:"SLOGATE_SCRAPE_INTERVAL" envDefault:"1s" help:"how often the engine's /metrics is read"`
 	UpstreamTimeout     time.Duration `flag:"upstream-timeout" env:"SLOGATE_UPSTREAM_TIMEOUT" envDefault:"10m" help:"longest wait for the engine's response headers before 504 (0: none)"`
 	StreamIdleTimeout   time.Duration `flag:"stream-idle-timeout" env:"SLOGATE_STREAM_IDLE_TIMEOUT" envDefault:"60s" help:"longest silence of a streaming answer (before its first token or between two): the engine's request is cancelled and the client's stream ends with an error event, counted as upstream_timeout (0: none)"`
@@ -50,13 +52,51 @@ type Config struct {
 	EnableAdminAPI      bool          `flag:"enable-admin-api" env:"SLOGATE_ENABLE_ADMIN_API" envDefault:"false" help:"serve the admin endpoints that change what slogate does: POST /-/reload, /-/probe and /-/calibrate; off, they answer 403"`
 	TrustClientPriority bool          `flag:"trust-client-priority" env:"SLOGATE_TRUST_CLIENT_PRIORITY" envDefault:"false" help:"let any client mark requests as probes (X-Slogate-Priority: probe: kept out of the live metrics, admitted from headroom), e.g. for slogate probe run from outside the pod; off, only the sidecar's own prober may, and other claims are served as interactive"`
 	WebConfigFile       string        `flag:"web-config-file" env:"SLOGATE_WEB_CONFIG_FILE" envDefault:"" help:"exporter-toolkit web config (TLS, basic auth) for the admin listener"`
-	PushURL             string        `flag:"push-url" env:"SLOGATE_PUSH_URL" envDefault:"" help:"push metrics in Prometheus text format to this URL (e.g. VictoriaMetrics /api/v1/import/prometheus)"`
+	Push                              // --push-url, --push-labels
 	PushInterval        time.Duration `flag:"push-interval" env:"SLOGATE_PUSH_INTERVAL" envDefault:"15s" help:"how often to push when --push-url is set"`
-	PushLabels          string        `flag:"push-labels" env:"SLOGATE_PUSH_LABELS" envDefault:"" help:"extra labels on pushed metrics, e.g. pod=\"a\",namespace=\"b\""`
 	NativeHist          bool          `flag:"native-histograms" env:"SLOGATE_NATIVE_HISTOGRAMS" envDefault:"false" help:"also expose native histograms, for Prometheus servers that scrape them"`
 	DCGM                string        `flag:"dcgm" env:"SLOGATE_DCGM" envDefault:"embedded" help:"GPU metrics from NVIDIA DCGM: embedded (DCGM inside slogate; needs libdcgm.so.4 and the GPUs visible), host:port of an nv-hostengine (e.g. the GPU operator's on the node), or off; without DCGM slogate_gpu_collector_up is 0"`
-	LogLevel            string        `flag:"log-level" env:"SLOGATE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
-	LogFormat           string        `flag:"log-format" env:"SLOGATE_LOG_FORMAT" envDefault:"json" help:"json or text"`
+	Log                               // --log-level, --log-format
+}
+
+// Endpoint is the engine slogate talks to, shared by serve, probe and calibrate.
+type Endpoint struct {
+	Upstream       string `flag:"upstream" env:"SLOGATE_UPSTREAM" envDefault:"http://127.0.0.1:8000" help:"the engine's base URL"`
+	UpstreamAPIKey string `flag:"upstream-api-key" env:"SLOGATE_UPSTREAM_API_KEY" envDefault:"" secret:"true" help:"bearer token for slogate's own requests to the engine (its /v1/models, probes and calibrations), for engines started with an API key (vLLM's and SGLang's --api-key); never logged"`
+}
+
+// Target returns a synthetic-traffic target for the engine itself.
+func (e Endpoint) Target() *synth.Target {
+	return &synth.Target{BaseURL: e.Upstream, APIKey: e.UpstreamAPIKey}
+}
+
+// SLO is the latency objectives of tiers that set none, shared by serve and calibrate.
+type SLO struct {
+	SLOTTFT time.Duration `flag:"slo-ttft" env:"SLOGATE_SLO_TTFT" envDefault:"2s" help:"time-to-first-token SLO of tiers that set none; serve puts a histogram bucket boundary exactly on it"`
+	SLOTPOT time.Duration `flag:"slo-tpot" env:"SLOGATE_SLO_TPOT" envDefault:"100ms" help:"time-per-output-token SLO of tiers that set none; serve puts a histogram bucket boundary exactly on it"`
+}
+
+// Objective returns the objectives as one measure.SLO, the type every part judges by.
+func (s SLO) Objective() measure.SLO { return measure.NewSLO(s.SLOTTFT, s.SLOTPOT) }
+
+// Calibration is how a calibration measures, shared by serve's calibrations and
+// slogate calibrate.
+type Calibration struct {
+	CalibrateRound  time.Duration `flag:"calibrate-round" env:"SLOGATE_CALIBRATE_ROUND" envDefault:"60s" help:"arrival window of each rate a calibration measures"`
+	CalibrateOutput int           `flag:"calibrate-output" env:"SLOGATE_CALIBRATE_OUTPUT" envDefault:"128" help:"output tokens of every calibration request"`
+}
+
+// Push is where metrics are pushed, shared by serve (every --push-interval) and slogate
+// probe (once, after its run).
+type Push struct {
+	PushURL    string `flag:"push-url" env:"SLOGATE_PUSH_URL" envDefault:"" help:"push metrics in Prometheus text format to this URL (e.g. vmagent's or VictoriaMetrics' /api/v1/import/prometheus): serve every --push-interval, probe once after its run"`
+	PushLabels string `flag:"push-labels" env:"SLOGATE_PUSH_LABELS" envDefault:"" help:"extra labels on pushed metrics, e.g. pod=\"a\",namespace=\"b\""`
+}
+
+// Log is the log's level and format, shared by serve and sim; NewLogger reads them.
+type Log struct {
+	LogLevel  string `flag:"log-level" env:"SLOGATE_LOG_LEVEL" envDefault:"info" help:"debug, info, warn or error"`
+	LogFormat string `flag:"log-format" env:"SLOGATE_LOG_FORMAT" envDefault:"json" help:"json or text"`
 }
 
 // DefaultConfig returns the defaults of every setting, as `slogate serve` starts with no

@@ -32,7 +32,6 @@ import (
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/exporter"
 	"github.com/slogate/slogate/gpu"
-	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/proxy"
 	statuspage "github.com/slogate/slogate/status"
 	"github.com/slogate/slogate/synth"
@@ -149,7 +148,6 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 }
 
 // slo returns the sidecar's SLO, which tiers that set none take.
-func (s *Sidecar) slo() measure.SLO { return measure.NewSLO(s.cfg.SLOTTFT, s.cfg.SLOTPOT) }
 
 // newMetrics builds the exporter, reading the prober and calibrator when there are.
 func (s *Sidecar) newMetrics() *exporter.Metrics {
@@ -201,7 +199,7 @@ func (s *Sidecar) newAdmission(tiers *admission.Config, late *lateBinding) error
 		}
 	}
 	s.admission, err = admission.New(cfg, admission.Options{
-		Mode: mode, SLO: s.slo(),
+		Mode: mode, SLO: s.cfg.Objective(),
 		Engine: s.scraper, Observers: []admission.DecisionObserver{late}, Clock: s.clock,
 		Saturation: admission.Saturation{
 			QueueDepth: s.cfg.SaturationQueue, KVUsage: s.cfg.SaturationKV,

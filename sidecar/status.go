@@ -16,7 +16,7 @@ import (
 func (s *Sidecar) statusPage() http.Handler {
 	cfg := statuspage.Config{
 		Admission: s.admission, Engine: s.scraper, Logger: s.log, Clock: s.clock,
-		SLO: s.slo(),
+		SLO: s.cfg.Objective(),
 	}
 	if s.live != nil {
 		cfg.Live = s.live

@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -13,11 +12,32 @@ import (
 	"github.com/slogate/slogate/calibrate"
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/measure"
+	"github.com/slogate/slogate/settings"
+	"github.com/slogate/slogate/sidecar"
 	"github.com/slogate/slogate/synth"
 )
 
 func init() {
-	commands["calibrate"] = command{summary: "measure each tier's knee and write a tiers file from it", run: runCalibrate}
+	commands["calibrate"] = command{summary: "measure each tier's knee and write a tiers file from it", run: runCalibrate,
+		settings: func() any { return new(calibrateSettings) }}
+}
+
+// calibrateSettings is the settings of slogate calibrate. The engine, the SLOs and how a
+// calibration measures are the groups slogate serve has too, so that calibrating from
+// outside and from inside the sidecar measure alike by default.
+type calibrateSettings struct {
+	sidecar.Endpoint           // --upstream, --upstream-api-key
+	Out                 string `flag:"out" env:"SLOGATE_OUT" envDefault:"tiers.yaml" help:"the tiers file to write"`
+	TiersFile           string `flag:"tiers-file" env:"SLOGATE_TIERS_FILE" envDefault:"" help:"tiers to calibrate (their names, input bounds and SLOs); empty: the built-in tiers"`
+	Quick               bool   `flag:"quick" env:"SLOGATE_QUICK" envDefault:"false" help:"10 s rounds instead of --calibrate-round (for trying it out; less precise)"`
+	sidecar.SLO                // --slo-ttft, --slo-tpot
+	sidecar.Calibration        // --calibrate-round, --calibrate-output
+	Report              string `flag:"report" env:"SLOGATE_REPORT" envDefault:"" help:"directory for an HTML and Markdown report of each tier's curve; empty: calibration/ next to --out"`
+	Only                string `flag:"only" env:"SLOGATE_ONLY" envDefault:"" help:"calibrate only these tiers (comma-separated names); the others keep their limits"`
+}
+
+func (calibrateSettings) DeprecatedFlags() []settings.Alias {
+	return append([]settings.Alias{{Old: "output", New: "calibrate-output"}, {Old: "round", New: "calibrate-round"}}, endpointAliases...)
 }
 
 const calibrateAbout = `slogate calibrate measures, for each admission tier, the highest arrival rate the
@@ -26,43 +46,27 @@ TTFT explodes), derives the tier's limits from it, and writes a tiers file that
 slogate serve --tiers-file accepts as it is, with every measured point as provenance.
 It takes minutes: each tier is a closed-loop reference run and several open-loop rounds.
 
-Usage: slogate calibrate --target URL [--quick] --out FILE
-
-Flags:
+Usage: slogate calibrate --upstream URL [--quick] --out FILE
 `
 
 func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("calibrate", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	target := fs.String("target", "http://127.0.0.1:8000", "the engine's base URL")
-	out := fs.String("out", "tiers.yaml", "the tiers file to write")
-	base := fs.String("tiers-file", "", "tiers to calibrate (their names, input bounds and SLOs); default the built-in tiers")
-	quick := fs.Bool("quick", false, "10 s rounds instead of 60 s (for trying it out; less precise)")
-	sloTTFT := fs.Duration("slo-ttft", 2*time.Second, "TTFT SLO of tiers that set none")
-	sloTPOT := fs.Duration("slo-tpot", 100*time.Millisecond, "TPOT SLO of tiers that set none")
-	output := fs.Int("output", 128, "output tokens of every calibration request")
-	round := fs.Duration("round", time.Minute, "arrival window of each measured rate")
-	report := fs.String("report", "", "directory for an HTML and Markdown report of each tier's curve (default: next to --out)")
-	only := fs.String("only", "", "calibrate only these tiers (comma-separated names); the others keep their limits")
-	apiKey := apiKeyFlag(fs)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), calibrateAbout); fs.PrintDefaults() }
-	if err := parseFlags(fs, args); err != nil {
+	var cfg calibrateSettings
+	if err := loadSettings("calibrate", calibrateAbout, &cfg, args, stderr); err != nil {
 		return err
 	}
-	if *quick {
-		*round = 10 * time.Second
+	if cfg.Quick {
+		cfg.CalibrateRound = 10 * time.Second
 	}
-	slo := measure.NewSLO(*sloTTFT, *sloTPOT)
-	cfg, err := baseTiers(*base)
+	tiers, err := baseTiers(cfg.TiersFile)
 	if err != nil {
 		return err
 	}
-	t := &synth.Target{BaseURL: *target, APIKey: apiKey()}
-	plan, engineName, err := calibrationPlan(ctx, t, cfg, slo, *output, *round)
+	t := cfg.Target()
+	plan, engineName, err := calibrationPlan(ctx, t, tiers, cfg.Objective(), cfg.CalibrateOutput, cfg.CalibrateRound)
 	if err != nil {
 		return err
 	}
-	if plan, err = plan.Only(*only); err != nil {
+	if plan, err = plan.Only(cfg.Only); err != nil {
 		return err
 	}
 	fmt.Fprintf(stderr, "calibrating %d tiers against %s (%s): typically %s, longer for tiers that sustain few requests a second\n",
@@ -74,10 +78,10 @@ func runCalibrate(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	if err != nil {
 		return err
 	}
-	if err := writeCalibration(*out, *report, cfg, res); err != nil {
+	if err := writeCalibration(cfg.Out, cfg.Report, tiers, res); err != nil {
 		return err
 	}
-	printCalibration(stdout, res, *out)
+	printCalibration(stdout, res, cfg.Out)
 	return nil
 }
 

@@ -2,16 +2,14 @@ package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"io"
-	"os"
 
 	"github.com/slogate/slogate/demo"
 )
 
 func init() {
-	commands["demo"] = command{summary: "run the sidecar in front of the built-in engine simulator", run: runDemo}
+	commands["demo"] = command{summary: "run the sidecar in front of the built-in engine simulator", run: runDemo,
+		settings: func() any { return new(demo.Config) }}
 }
 
 const demoAbout = `slogate demo runs slogate's main job on one machine: a simulated inference engine
@@ -30,11 +28,8 @@ Usage: slogate demo [flags]
 `
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), demoAbout) }
 	var cfg demo.Config
-	if err := loadSettings(fs, &cfg, os.Environ(), args); err != nil {
+	if err := loadSettings("demo", demoAbout, &cfg, args, stderr); err != nil {
 		return err
 	}
 	return demo.Run(ctx, cfg, stdout, stderr)

@@ -14,12 +14,17 @@ import (
 	"os/signal"
 	"sort"
 	"syscall"
+
+	"github.com/slogate/slogate/settings"
 )
 
 // command is one subcommand of slogate.
 type command struct {
 	summary string
 	run     func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+	// settings returns a new value of the command's settings schema, whose table its
+	// help and docs/operations.md show; nil for a command without settings.
+	settings func() any
 }
 
 // commands is filled by the files that implement each subcommand.
@@ -72,21 +77,15 @@ func exitCode(err error, stderr io.Writer) int {
 }
 
 // errUsage marks an error already reported by a flag set; the exit code is 2.
-var errUsage = errors.New("usage error")
+var errUsage = settings.ErrUsage
 
-// parseFlags parses args with fs and maps flag errors onto errUsage or flag.ErrHelp.
-func parseFlags(fs *flag.FlagSet, args []string) error {
-	if err := fs.Parse(args); err != nil {
-		if errors.Is(err, flag.ErrHelp) {
-			return err
-		}
-		return errUsage
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected arguments: %q\n", fs.Args())
-		return errUsage
-	}
-	return nil
+// loadSettings reads the settings of the command name into cfg, a pointer to its schema,
+// from the environment and args; its usage text is about followed by the settings table.
+func loadSettings(name, about string, cfg any, args []string, stderr io.Writer) error {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() { fmt.Fprint(fs.Output(), about) }
+	return settings.Load(fs, cfg, os.Environ(), args)
 }
 
 func usage(w io.Writer) {

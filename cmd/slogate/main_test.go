@@ -29,6 +29,19 @@ func TestDispatch(t *testing.T) {
 		{name: "serve bad upstream", args: []string{"serve", "--upstream", "not a url"}, code: 1, stderr: []string{"want an absolute URL"}},
 		{name: "serve bad engine", args: []string{"serve", "--engine", "tgi"}, code: 1, stderr: []string{`unknown engine "tgi"`}},
 		{name: "serve help lists settings", args: []string{"help", "serve"}, code: 0, stderr: []string{"SLOGATE_UPSTREAM", "SLOGATE_SLO_TTFT", "--admin-listen"}},
+		{name: "demo help lists settings", args: []string{"demo", "-h"}, code: 0, stderr: []string{"slogate demo runs", "--profile", "SLOGATE_SIM_PROFILE", "SLOGATE_DEMO_LOAD"}},
+		{name: "sim help lists settings", args: []string{"sim", "-h"}, code: 0, stderr: []string{"--listen", "SLOGATE_LISTEN", "127.0.0.1:8000", "--prefix-caching", "--log-level"}},
+		{name: "probe help lists settings", args: []string{"probe", "-h"}, code: 0, stderr: []string{
+			"Usage: slogate probe --upstream URL", "--upstream-api-key", "SLOGATE_UPSTREAM_API_KEY", "--push-url", "context-matrix",
+			"Deprecated flags", "--target", "use --upstream", "--api-key"}},
+		{name: "calibrate help lists settings", args: []string{"calibrate", "-h"}, code: 0, stderr: []string{
+			"Usage: slogate calibrate --upstream URL", "--slo-ttft", "2s", "--calibrate-output", "128", "--calibrate-round", "60s",
+			"Deprecated flags", "--output", "use --calibrate-output", "--round", "use --calibrate-round", "--target"}},
+		{name: "probe's old flags still work", args: []string{"probe", "--target", "http://127.0.0.1:1", "--api-key", "k", "--workload", "nope"}, code: 1,
+			stderr: []string{"--target is deprecated and goes in the next release; use --upstream", "--api-key is deprecated", "use --upstream-api-key", "nope"}},
+		{name: "calibrate's old flags still work", args: []string{"calibrate", "--output", "8", "--round", "1s", "--tiers-file", "/nonexistent/tiers.yaml"}, code: 1,
+			stderr: []string{"--output is deprecated and goes in the next release; use --calibrate-output", "use --calibrate-round", "/nonexistent/tiers.yaml"}},
+		{name: "sim bad prefix caching", args: []string{"sim", "--prefix-caching", "maybe"}, code: 1, stderr: []string{"--prefix-caching"}},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

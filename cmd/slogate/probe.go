@@ -1,10 +1,8 @@
 package main
 
 import (
-	"cmp"
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -15,13 +13,32 @@ import (
 
 	"github.com/slogate/slogate/exporter"
 	"github.com/slogate/slogate/report"
+	"github.com/slogate/slogate/settings"
 	"github.com/slogate/slogate/sidecar"
 	"github.com/slogate/slogate/synth"
 )
 
 func init() {
-	commands["probe"] = command{summary: "run a benchmark workload against an engine and write reports", run: runProbe}
+	commands["probe"] = command{summary: "run a benchmark workload against an engine and write reports", run: runProbe,
+		settings: func() any { return new(probeSettings) }}
 }
+
+// probeSettings is the settings of slogate probe. The engine and where to push are the
+// groups slogate serve has too.
+type probeSettings struct {
+	sidecar.Endpoint        // --upstream, --upstream-api-key
+	Workload         string `flag:"workload" env:"SLOGATE_WORKLOAD" envDefault:"context-matrix" help:"preset name (context-matrix, shapes, rate-scan) or a YAML file"`
+	Quick            bool   `flag:"quick" env:"SLOGATE_QUICK" envDefault:"false" help:"shorten every round so a whole preset runs in about a minute"`
+	Out              string `flag:"out" env:"SLOGATE_OUT" envDefault:"probe-report" help:"directory for report.json, report.md and report.html"`
+	Model            string `flag:"model" env:"SLOGATE_MODEL" envDefault:"" help:"served model name (default: the first one /v1/models lists)"`
+	Gate             bool   `flag:"gate" env:"SLOGATE_GATE" envDefault:"true" help:"run the functional gate first, and stop if it fails"`
+	sidecar.Push            // --push-url, --push-labels: pushed once, after the run
+}
+
+// endpointAliases are the names probe and calibrate had for the engine's settings.
+var endpointAliases = []settings.Alias{{Old: "target", New: "upstream"}, {Old: "api-key", New: "upstream-api-key"}}
+
+func (probeSettings) DeprecatedFlags() []settings.Alias { return endpointAliases }
 
 const probeAbout = `slogate probe runs a benchmark workload against an engine (or a slogate sidecar). A
 functional gate comes first (model id, a sum, a two-turn memory check, streaming, a tool
@@ -35,57 +52,37 @@ DIR/report.html.
 Workloads: context-matrix, shapes, rate-scan (the published benchmarks they follow are in
 docs/simulator.md, "Published figures"), or a YAML file.
 
-Usage: slogate probe --target URL --workload NAME [--quick] --out DIR [--push-url URL]
-
-Flags:
+Usage: slogate probe --upstream URL --workload NAME [--quick] --out DIR [--push-url URL]
 `
 
 func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("probe", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	target := fs.String("target", "http://127.0.0.1:8000", "the engine's base URL")
-	workload := fs.String("workload", "context-matrix", "preset name (context-matrix, shapes, rate-scan) or a YAML file")
-	quick := fs.Bool("quick", false, "shorten every round so a whole preset runs in about a minute")
-	out := fs.String("out", "probe-report", "directory for report.json, report.md and report.html")
-	model := fs.String("model", "", "served model name (default: the first one /v1/models lists)")
-	apiKey := apiKeyFlag(fs)
-	gate := fs.Bool("gate", true, "run the functional gate first, and stop if it fails")
-	pushURL := fs.String("push-url", "", "push the run's slogate_probe_* metrics once, in Prometheus text format, to this URL (e.g. vmagent's or VictoriaMetrics' /api/v1/import/prometheus)")
-	pushLabels := fs.String("push-labels", "", `extra labels on pushed metrics, e.g. job="slogate-probe",namespace="b"`)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), probeAbout); fs.PrintDefaults() }
-	if err := parseFlags(fs, args); err != nil {
+	var cfg probeSettings
+	if err := loadSettings("probe", probeAbout, &cfg, args, stderr); err != nil {
 		return err
 	}
-	w, err := synth.FindWorkload(*workload)
+	w, err := synth.FindWorkload(cfg.Workload)
 	if err != nil {
 		return err
 	}
-	if *quick {
+	if cfg.Quick {
 		w = w.Quick()
 	}
-	t := &synth.Target{BaseURL: *target, Model: *model, APIKey: apiKey()}
+	t := cfg.Target()
+	t.Model = cfg.Model
 	progress, start := newProgress(stderr, w), time.Now()
-	rep, runErr := synth.Run(ctx, t, w, synth.Options{Gate: *gate, Progress: progress.cell})
+	rep, runErr := synth.Run(ctx, t, w, synth.Options{Gate: cfg.Gate, Progress: progress.cell})
 	progress.end()
-	if err := writeReports(*out, rep); err != nil {
+	if err := writeReports(cfg.Out, rep); err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(*out, "report.{json,md,html}"))
-	if *pushURL != "" {
-		if err := pushProbe(ctx, *pushURL, *pushLabels, w.Name, start, rep, runErr); err != nil {
+	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(cfg.Out, "report.{json,md,html}"))
+	if cfg.PushURL != "" {
+		if err := pushProbe(ctx, cfg.PushURL, cfg.PushLabels, w.Name, start, rep, runErr); err != nil {
 			return errors.Join(runErr, err)
 		}
 		fmt.Fprintln(stdout, "pushed the slogate_probe_* metrics")
 	}
 	return runErr
-}
-
-// apiKeyFlag registers --api-key, the engine's bearer token, on fs, and returns a func
-// that reads it after parsing. The default, $SLOGATE_UPSTREAM_API_KEY, is read only then,
-// so that the usage text (printed on -h and on every flag mistake) never shows the key.
-func apiKeyFlag(fs *flag.FlagSet) func() string {
-	key := fs.String("api-key", "", "bearer token for the engine (default $SLOGATE_UPSTREAM_API_KEY)")
-	return func() string { return cmp.Or(*key, os.Getenv("SLOGATE_UPSTREAM_API_KEY")) }
 }
 
 // pushProbe pushes the slogate_probe_* metrics of one run once: its cells and gate

@@ -42,7 +42,7 @@ func TestProbeCommand(t *testing.T) {
 	defer receiver.Close()
 	out := filepath.Join(t.TempDir(), "reports")
 	var stdout, stderr bytes.Buffer
-	args := []string{"probe", "--target", base, "--workload", file, "--out", out,
+	args := []string{"probe", "--upstream", base, "--workload", file, "--out", out,
 		"--push-url", receiver.URL + "/api/v1/import/prometheus", "--push-labels", `job="slogate-probe"`}
 	if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
 		t.Fatalf("probe exited %d: %s", code, stderr.String())

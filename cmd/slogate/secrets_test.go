@@ -16,23 +16,26 @@ import (
 // in the engine's URL, the admin token and the sidecar's own probe key — reach nothing
 // they produce: the sidecar's probe and calibration reports in every form the admin
 // listener serves, with its logs, metrics and status page after them; the files and
-// output of `slogate probe` and `slogate calibrate`; and those commands' usage text,
-// with the key in the environment.
+// output of `slogate probe` and `slogate calibrate`; and those commands' and serve's
+// usage text, with the key and a password in the engine's URL in the environment.
 func TestSecretsInReports(t *testing.T) {
 	c := simtest.NewCredentials(t)
 	key, password, secrets := c.Key, c.Password, c.All()
 	probeFile, tiersFile, p := c.ProbeFile, c.TiersFile, c.Profile
-	calibrateArgs := []string{"--tiers-file", tiersFile, "--round", "1s", "--output", "8", "--slo-ttft", "400ms"}
+	calibrateArgs := []string{"--tiers-file", tiersFile, "--calibrate-round", "1s", "--calibrate-output", "8", "--slo-ttft", "400ms"}
 
 	t.Run("usage text", func(t *testing.T) { // not parallel: it sets the environment
 		t.Setenv("SLOGATE_UPSTREAM_API_KEY", key)
-		for _, args := range [][]string{{"probe", "--no-such-flag"}, {"help", "probe"}, {"calibrate", "--no-such-flag"}, {"help", "calibrate"}} {
-			var out bytes.Buffer
-			run(context.Background(), args, &out, &out)
-			if !strings.Contains(out.String(), "-api-key") {
-				t.Fatalf("slogate %s printed no usage text:\n%s", strings.Join(args, " "), out.String())
+		t.Setenv("SLOGATE_UPSTREAM", "http://probe:"+password+"@127.0.0.1:1")
+		for _, cmd := range []string{"probe", "calibrate", "serve"} {
+			for _, args := range [][]string{{cmd, "--no-such-flag"}, {"help", cmd}, {cmd, "--slo-ttft", "soon"}} {
+				var out bytes.Buffer
+				run(context.Background(), args, &out, &out)
+				if !strings.Contains(out.String(), "--upstream-api-key") {
+					t.Fatalf("slogate %s printed no usage text:\n%s", strings.Join(args, " "), out.String())
+				}
+				simtest.NoSecrets(t, "the output of slogate "+strings.Join(args, " "), out.String(), secrets)
 			}
-			simtest.NoSecrets(t, "the output of slogate "+strings.Join(args, " "), out.String(), secrets)
 		}
 	})
 
@@ -40,7 +43,7 @@ func TestSecretsInReports(t *testing.T) {
 		t.Parallel()
 		engine, keyed := simtest.KeyedEngine(t, p, key)
 		out := t.TempDir()
-		args := []string{"probe", "--target", "http://probe:" + password + "@" + engine, "--api-key", key, "--workload", probeFile, "--out", out}
+		args := []string{"probe", "--upstream", "http://probe:" + password + "@" + engine, "--upstream-api-key", key, "--workload", probeFile, "--out", out}
 		checkCommand(t, args, out, secrets)
 		if keyed.Load() == 0 {
 			t.Error("no probe request carried the engine's API key")
@@ -51,7 +54,7 @@ func TestSecretsInReports(t *testing.T) {
 		t.Parallel()
 		engine, keyed := simtest.KeyedEngine(t, p, key)
 		out := t.TempDir()
-		args := append([]string{"calibrate", "--target", "http://probe:" + password + "@" + engine, "--api-key", key, "--out", filepath.Join(out, "tiers.yaml")}, calibrateArgs...)
+		args := append([]string{"calibrate", "--upstream", "http://probe:" + password + "@" + engine, "--upstream-api-key", key, "--out", filepath.Join(out, "tiers.yaml")}, calibrateArgs...)
 		checkCommand(t, args, out, secrets)
 		if keyed.Load() == 0 {
 			t.Error("no calibration request carried the engine's API key")

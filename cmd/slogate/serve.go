@@ -2,16 +2,14 @@ package main
 
 import (
 	"context"
-	"flag"
-	"fmt"
 	"io"
-	"os"
 
 	"github.com/slogate/slogate/sidecar"
 )
 
 func init() {
-	commands["serve"] = command{summary: "run the sidecar in front of an inference engine", run: runServe}
+	commands["serve"] = command{summary: "run the sidecar in front of an inference engine", run: runServe,
+		settings: func() any { return new(sidecar.Config) }}
 }
 
 const serveAbout = `slogate serve runs the sidecar: clients talk to --listen, slogate forwards to
@@ -22,11 +20,8 @@ Usage: slogate serve [flags]
 `
 
 func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	fs.Usage = func() { fmt.Fprint(fs.Output(), serveAbout) }
 	var cfg sidecar.Config
-	if err := loadSettings(fs, &cfg, os.Environ(), args); err != nil {
+	if err := loadSettings("serve", serveAbout, &cfg, args, stderr); err != nil {
 		return err
 	}
 	log, err := sidecar.NewLogger(stderr, cfg.LogLevel, cfg.LogFormat)

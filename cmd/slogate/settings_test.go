@@ -2,82 +2,89 @@ package main
 
 import (
 	"flag"
-	"io"
 	"os"
+	"sort"
 	"strings"
 	"testing"
-	"time"
 
-	"github.com/slogate/slogate/sidecar"
+	"github.com/slogate/slogate/settings"
 )
 
-func TestLoadSettings(t *testing.T) {
-	cases := []struct {
-		name    string
-		env     []string
-		args    []string
-		check   func(sidecar.Config) bool
-		wantErr string
-	}{
-		{name: "defaults", check: func(s sidecar.Config) bool {
-			return s.Upstream == "http://127.0.0.1:8000" && s.SLOTTFT == 2*time.Second && s.SLOTPOT == 100*time.Millisecond && s.InjectUsage && s.MaxBodyBytes == 64<<20 &&
-				s.ReadHeaderTimeout == 10*time.Second && s.IdleTimeout == 2*time.Minute
-		}},
-		{name: "environment", env: []string{"SLOGATE_UPSTREAM=http://engine:9000", "SLOGATE_SLO_TTFT=1500ms", "SLOGATE_INJECT_USAGE=false"},
-			check: func(s sidecar.Config) bool {
-				return s.Upstream == "http://engine:9000" && s.SLOTTFT == 1500*time.Millisecond && !s.InjectUsage
-			}},
-		{name: "a flag wins over its variable", env: []string{"SLOGATE_SLO_TPOT=50ms", "SLOGATE_LISTEN=:1"},
-			args: []string{"--slo-tpot", "80ms", "--inject-usage=false", "--max-body-bytes", "1024"},
-			check: func(s sidecar.Config) bool {
-				return s.SLOTPOT == 80*time.Millisecond && s.Listen == ":1" && !s.InjectUsage && s.MaxBodyBytes == 1024
-			}},
-		{name: "bad environment value", env: []string{"SLOGATE_SLO_TTFT=soon"}, wantErr: "SLOGATE_SLO_TTFT"},
-		{name: "bad flag value", args: []string{"--slo-ttft", "soon"}, wantErr: "usage error"},
+// schemas returns the settings of every command that has any, by command name.
+func schemas() map[string][]settings.Setting {
+	out := map[string][]settings.Setting{}
+	for name, c := range commands {
+		if c.settings != nil {
+			out[name] = settings.Describe(c.settings())
+		}
 	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-			fs.SetOutput(io.Discard)
-			var s sidecar.Config
-			err := loadSettings(fs, &s, tc.env, tc.args)
-			if tc.wantErr != "" {
-				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
-					t.Fatalf("error = %v, want one mentioning %q", err, tc.wantErr)
-				}
-				return
-			}
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !tc.check(s) {
-				t.Errorf("settings not as expected: %+v", s)
-			}
-		})
-	}
+	return out
 }
 
-// TestSettingsDescribed: every setting has a flag, a SLOGATE_ variable and a meaning.
+// TestSettingsDescribed: every setting of every command has a flag, a SLOGATE_ variable
+// and a meaning.
 func TestSettingsDescribed(t *testing.T) {
-	for _, s := range describeSettings(&sidecar.Config{}) {
-		if !strings.HasPrefix(s.Env, "SLOGATE_") || s.Help == "" || s.Flag == "" {
-			t.Errorf("setting %+v is not fully described", s)
+	all := schemas()
+	for _, name := range []string{"serve", "demo", "sim", "probe", "calibrate"} {
+		if len(all[name]) == 0 {
+			t.Errorf("slogate %s has no settings schema", name)
+		}
+	}
+	for name, specs := range all {
+		for _, s := range specs {
+			if !strings.HasPrefix(s.Env, "SLOGATE_") || s.Help == "" || s.Flag == "" {
+				t.Errorf("%s: setting %+v is not fully described", name, s)
+			}
 		}
 	}
 }
 
-var updateDocs = flag.Bool("update", false, "rewrite the generated part of docs/operations.md")
+// differentFlags are flags that two commands have with different variables, because
+// they mean different things there.
+var differentFlags = map[string]string{
+	"calibrate": "serve's enables the sidecar's calibrations (SLOGATE_CALIBRATE); demo's its short demo schedule (SLOGATE_DEMO_CALIBRATE)",
+}
 
-// docs/operations.md lists every setting of slogate serve as the code declares it.
+// TestSettingsConsistent: across the commands a variable always goes with one flag, and a
+// flag with one variable, so that a name means one thing wherever slogate reads it.
+func TestSettingsConsistent(t *testing.T) {
+	flagOf, envOf := map[string]string{}, map[string]string{}
+	where := map[string]string{}
+	all := schemas()
+	names := make([]string, 0, len(all))
+	for name := range all {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		for _, s := range all[name] {
+			if f, ok := flagOf[s.Env]; ok && f != s.Flag {
+				t.Errorf("%s is --%s in %s but --%s in %s", s.Env, f, where[s.Env], s.Flag, name)
+			}
+			if e, ok := envOf[s.Flag]; ok && e != s.Env && differentFlags[s.Flag] == "" {
+				t.Errorf("--%s is %s in %s but %s in %s", s.Flag, e, where["--"+s.Flag], s.Env, name)
+			}
+			flagOf[s.Env], envOf[s.Flag] = s.Flag, s.Env
+			where[s.Env], where["--"+s.Flag] = name, name
+		}
+	}
+}
+
+var updateDocs = flag.Bool("update", false, "rewrite the generated parts of docs/operations.md")
+
+// docs/operations.md lists every setting of every command as the code declares it, one
+// table per command between its markers.
 func TestOperationsSettings(t *testing.T) {
 	const path = "../../docs/operations.md"
 	doc, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want, err := withSettings(string(doc), settingsMarkdown(describeSettings(&sidecar.Config{})))
-	if err != nil {
-		t.Fatal(err)
+	want := string(doc)
+	for name, specs := range schemas() {
+		if want, err = settings.Splice(want, name, settings.Markdown(specs)); err != nil {
+			t.Fatalf("slogate %s: %v", name, err)
+		}
 	}
 	if *updateDocs {
 		if err := os.WriteFile(path, []byte(want), 0o644); err != nil {
@@ -86,24 +93,6 @@ func TestOperationsSettings(t *testing.T) {
 		return
 	}
 	if string(doc) != want {
-		t.Errorf("%s is out of date with sidecar.Config: run go test ./cmd/slogate -run TestOperationsSettings -update", path)
-	}
-}
-
-func TestWithSettings(t *testing.T) {
-	cases := []struct {
-		name, doc, want, err string
-	}{
-		{"replaces", "a\n" + settingsBegin + "\nold\n" + settingsEnd + "\nb", "a\n" + settingsBegin + "\nnew\n" + settingsEnd + "\nb", ""},
-		{"no markers", "a\nb", "", "markers"},
-		{"no end", settingsBegin + "\nold", "", "markers"},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			got, err := withSettings(tc.doc, "new\n")
-			if got != tc.want || (err == nil) != (tc.err == "") || err != nil && !strings.Contains(err.Error(), tc.err) {
-				t.Errorf("withSettings = %q, %v; want %q, %q", got, err, tc.want, tc.err)
-			}
-		})
+		t.Errorf("%s is out of date with the settings schemas: run go test ./cmd/slogate -run TestOperationsSettings -update", path)
 	}
 }

@@ -3,20 +3,35 @@ package main
 import (
 	"context"
 	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"net"
 	"net/http"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/sidecar"
 )
 
 func init() {
-	commands["sim"] = command{summary: "run a simulated inference engine (a model of vLLM/SGLang; no GPU, no real model)", run: runSim}
+	commands["sim"] = command{summary: "run a simulated inference engine (a model of vLLM/SGLang; no GPU, no real model)", run: runSim,
+		settings: func() any { return new(simSettings) }}
+}
+
+// simSettings is the settings of slogate sim. The profile and flavour are the group
+// slogate demo has too, the log's the group slogate serve has.
+type simSettings struct {
+	enginesim.Choice               // --profile, --flavor
+	Listen           string        `flag:"listen" env:"SLOGATE_LISTEN" envDefault:"127.0.0.1:8000" help:"address to serve the engine API on"`
+	Model            string        `flag:"model" env:"SLOGATE_MODEL" envDefault:"" help:"served model name (default: the profile's)"`
+	NotReadyFor      time.Duration `flag:"not-ready-for" env:"SLOGATE_SIM_NOT_READY_FOR" envDefault:"0s" help:"answer 503 on /health and inference for this long after start"`
+	Speed            float64       `flag:"speed" env:"SLOGATE_SIM_SPEED" envDefault:"1" help:"run the model this many times faster than the engine it models (all latencies shrink by it)"`
+	Faults           string        `flag:"faults" env:"SLOGATE_SIM_FAULTS" envDefault:"" help:"faults for every request, in X-Enginesim header syntax: status=CODE, rate=FRACTION, stall_after=N, drop_after=N, delay=DURATION, loop, reasoning=N"`
+	PrefixCaching    string        `flag:"prefix-caching" env:"SLOGATE_SIM_PREFIX_CACHING" envDefault:"" help:"true or false: override the profile's prefix caching; empty: the profile's"`
+	sidecar.Log                    // --log-level, --log-format
 }
 
 const simAbout = `slogate sim runs a MODEL of an LLM inference engine, not an engine: it loads no
@@ -33,64 +48,57 @@ Profiles:
 `
 
 func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	fs := flag.NewFlagSet("sim", flag.ContinueOnError)
-	fs.SetOutput(stderr)
-	profile := fs.String("profile", "tiny", "engine profile (see above)")
-	listen := fs.String("listen", "127.0.0.1:8000", "address to serve the engine API on")
-	flavor := fs.String("flavor", "vllm", "engine to impersonate: vllm or sglang (metric names and endpoints)")
-	model := fs.String("model", "", "served model name (default: the profile's)")
-	notReady := fs.Duration("not-ready-for", 0, "answer 503 on /health and inference for this long after start")
-	speed := fs.Float64("speed", 1, "run the model this many times faster than the engine it models (all latencies shrink by it)")
-	faults := fs.String("faults", "", "faults for every request, in "+enginesim.FaultHeader+" header syntax:\n"+
-		"status=CODE, rate=FRACTION, stall_after=N, drop_after=N, delay=DURATION, loop, reasoning=N")
-	var prefixCaching *bool
-	fs.Func("prefix-caching", "true or false: override the profile's prefix caching", func(v string) error {
-		b, err := strconv.ParseBool(v)
-		prefixCaching = &b
-		return err
-	})
-	fs.Usage = func() {
-		fmt.Fprint(fs.Output(), simAbout)
-		for _, n := range enginesim.ProfileNames() {
-			p, _ := enginesim.LookupProfile(n)
-			fmt.Fprintf(fs.Output(), "  %-12s %s\n", n, p.Description)
-		}
-		fmt.Fprintln(fs.Output(), "\nFlags:")
-		fs.PrintDefaults()
-	}
-	if err := parseFlags(fs, args); err != nil {
+	var set simSettings
+	if err := loadSettings("sim", simAbout+profileList(), &set, args, stderr); err != nil {
 		return err
 	}
-	cfg, err := simConfig(*profile, *flavor, *model, *faults, *notReady, prefixCaching)
+	log, err := sidecar.NewLogger(stderr, set.LogLevel, set.LogFormat)
 	if err != nil {
 		return err
 	}
-	cfg.Speed = *speed
-	cfg.Logger = slog.New(slog.NewJSONHandler(stderr, nil))
+	cfg, err := simConfig(set)
+	if err != nil {
+		return err
+	}
+	cfg.Logger = log
 	srv, err := enginesim.NewServer(cfg)
 	if err != nil {
 		return err
 	}
-	return serveSim(ctx, srv, *listen, cfg.Logger)
+	return serveSim(ctx, srv, set.Listen, cfg.Logger)
 }
 
-// simConfig assembles a simulator configuration from command-line values.
-func simConfig(profile, flavor, model, faults string, notReady time.Duration, prefixCaching *bool) (enginesim.Config, error) {
-	p, err := enginesim.LookupProfile(profile)
+// profileList lists the built-in profiles for the usage text.
+func profileList() string {
+	var b strings.Builder
+	for _, n := range enginesim.ProfileNames() {
+		p, _ := enginesim.LookupProfile(n)
+		fmt.Fprintf(&b, "  %-12s %s\n", n, p.Description)
+	}
+	return b.String()
+}
+
+// simConfig assembles a simulator configuration from the settings.
+func simConfig(set simSettings) (enginesim.Config, error) {
+	cfg, err := set.Choice.Config()
 	if err != nil {
 		return enginesim.Config{}, err
 	}
-	if model != "" {
-		p.Model = model
+	if set.Model != "" {
+		cfg.Profile.Model = set.Model
 	}
-	if prefixCaching != nil {
-		p.PrefixCaching = *prefixCaching
+	if set.PrefixCaching != "" {
+		b, err := strconv.ParseBool(set.PrefixCaching)
+		if err != nil {
+			return enginesim.Config{}, fmt.Errorf("--prefix-caching %q: want true, false or empty", set.PrefixCaching)
+		}
+		cfg.Profile.PrefixCaching = b
 	}
-	f, err := enginesim.ParseFaults(faults)
-	if err != nil {
+	if cfg.Faults, err = enginesim.ParseFaults(set.Faults); err != nil {
 		return enginesim.Config{}, err
 	}
-	return enginesim.Config{Profile: p, Flavor: enginesim.Flavor(flavor), Faults: f, NotReadyFor: notReady}, nil
+	cfg.NotReadyFor, cfg.Speed = set.NotReadyFor, set.Speed
+	return cfg, nil
 }
 
 // serveSim serves the simulator on addr until ctx is done, then shuts down gracefully.

@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 
+	"github.com/slogate/slogate/settings"
 	"github.com/slogate/slogate/sidecar"
 )
 
@@ -17,7 +18,7 @@ func init() {
 func runVersion(_ context.Context, args []string, stdout, stderr io.Writer) error {
 	fs := flag.NewFlagSet("version", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	if err := parseFlags(fs, args); err != nil {
+	if err := settings.Parse(fs, args); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "slogate %s (%s, %s/%s)\n", sidecar.Version(), runtime.Version(), runtime.GOOS, runtime.GOARCH)

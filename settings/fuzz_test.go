@@ -1,24 +1,24 @@
-package main
+package settings_test
 
 import (
 	"bytes"
-	"flag"
 	"fmt"
-	"io"
 	"strings"
 	"testing"
 
+	"github.com/slogate/slogate/settings"
 	"github.com/slogate/slogate/sidecar"
 )
 
-// FuzzSettings feeds an arbitrary value to one of serve's settings, once as its
-// environment variable and once as its flag. The two must mean the same (the design's
+// FuzzSettings feeds an arbitrary value to one of serve's settings (sidecar.Config has a
+// setting of every type the loader reads, and groups), once as its environment variable
+// and once as its flag. The two must mean the same (the design's
 // "every setting is an environment variable and a flag of the same meaning", and
 // fieldValue's "with the same rules the environment parser applies"): both accept the
 // value, giving the same settings, or both refuse it, naming the variable or the flag.
 // An empty variable counts as unset, so empty values are not compared.
 func FuzzSettings(f *testing.F) {
-	specs := describeSettings(&sidecar.Config{})
+	specs := settings.Describe(&sidecar.Config{})
 	index := func(flagName string) uint8 {
 		for i, s := range specs {
 			if s.Flag == flagName {
@@ -42,9 +42,9 @@ func FuzzSettings(f *testing.F) {
 	f.Fuzz(func(t *testing.T, i uint8, value string) {
 		s := specs[int(i)%len(specs)]
 		var fromEnv, fromFlag sidecar.Config
-		envErr := loadSettings(quietFlags(nil), &fromEnv, []string{s.Env + "=" + value}, nil)
+		envErr := settings.Load(quietFlags(nil), &fromEnv, []string{s.Env + "=" + value}, nil)
 		var out bytes.Buffer
-		flagErr := loadSettings(quietFlags(&out), &fromFlag, nil, []string{"--" + s.Flag + "=" + value})
+		flagErr := settings.Load(quietFlags(&out), &fromFlag, nil, []string{"--" + s.Flag + "=" + value})
 		if envErr != nil && !strings.Contains(envErr.Error(), s.Env) {
 			t.Fatalf("%s=%q: the error %q does not name the variable", s.Env, value, envErr)
 		}
@@ -61,14 +61,4 @@ func FuzzSettings(f *testing.F) {
 			t.Fatalf("%q means one thing as %s and another as --%s:\n%s\n%s", value, s.Env, s.Flag, a, b)
 		}
 	})
-}
-
-// quietFlags returns a flag set that writes its messages to out, or nowhere.
-func quietFlags(out *bytes.Buffer) *flag.FlagSet {
-	fs := flag.NewFlagSet("serve", flag.ContinueOnError)
-	fs.SetOutput(io.Discard)
-	if out != nil {
-		fs.SetOutput(out)
-	}
-	return fs
 }
