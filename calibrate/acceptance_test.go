@@ -1,7 +1,6 @@
 package calibrate
 
 import (
-	"context"
 	"math"
 	"slices"
 	"testing"
@@ -10,7 +9,7 @@ import (
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/enginesim"
-	"github.com/slogate/slogate/internal/memnet"
+	"github.com/slogate/slogate/internal/simnet"
 	"github.com/slogate/slogate/synth"
 )
 
@@ -133,21 +132,7 @@ func median(xs []float64) float64 {
 // returns a target for it. Inside a synctest bubble it runs on the bubble's clock.
 func startSim(t *testing.T, p enginesim.Profile) *synth.Target {
 	t.Helper()
-	srv, err := enginesim.NewServer(enginesim.Config{Profile: p, Flavor: enginesim.FlavorVLLM})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- srv.Run(ctx) }()
-	hs := memnet.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		hs.Close()
-		cancel()
-		if err := <-ran; err != nil {
-			t.Errorf("simulator: %v", err)
-		}
-	})
+	_, hs := simnet.Start(t, enginesim.Config{Profile: p, Flavor: enginesim.FlavorVLLM}, nil)
 	return &synth.Target{BaseURL: hs.URL, Model: p.Model, Client: hs.Client}
 }
 

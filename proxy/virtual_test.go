@@ -1,12 +1,12 @@
 package proxy_test
 
 import (
-	"context"
 	"net/url"
 	"testing"
 
 	"github.com/slogate/slogate/enginesim"
 	"github.com/slogate/slogate/internal/memnet"
+	"github.com/slogate/slogate/internal/simnet"
 	"github.com/slogate/slogate/proxy"
 )
 
@@ -25,24 +25,7 @@ type virtualEnv struct {
 // Call it inside the synctest bubble the test runs in.
 func startVirtualEnv(t *testing.T, simCfg enginesim.Config, cfg proxy.Config) *virtualEnv {
 	t.Helper()
-	if simCfg.Profile.Name == "" {
-		simCfg.Profile = tinyProfile(t, nil)
-	}
-	srv, err := enginesim.NewServer(simCfg)
-	if err != nil {
-		t.Fatalf("NewServer: %v", err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	ran := make(chan error, 1)
-	go func() { ran <- srv.Run(ctx) }()
-	engine := memnet.NewServer(srv.Handler())
-	t.Cleanup(func() {
-		engine.Close()
-		cancel()
-		if err := <-ran; err != nil {
-			t.Errorf("simulator Run returned %v, want nil", err)
-		}
-	})
+	_, engine := simnet.Start(t, simCfg, nil)
 	u, err := url.Parse(engine.URL)
 	if err != nil {
 		t.Fatal(err)

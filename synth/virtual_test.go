@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/slogate/slogate/enginesim"
-	"github.com/slogate/slogate/internal/memnet"
+	"github.com/slogate/slogate/internal/simnet"
 )
 
 // Virtual time: a test that calls startVirtualSim inside a testing/synctest bubble runs
@@ -17,14 +17,15 @@ import (
 // (BenchmarkProberOverhead, docs/benchmarks.md).
 
 // startVirtualSim starts a simulator for cfg (the tiny profile when cfg has none) served
-// on an in-memory network, behind a wireClock, until the test ends. Call it inside the
+// on an in-memory network (internal/simnet), behind a wireClock, until the test ends. Call it inside the
 // synctest bubble the test runs in.
 func startVirtualSim(t *testing.T, cfg enginesim.Config) *virtualSim {
 	t.Helper()
-	srv := runSim(t, cfg)
-	wc := &wireClock{h: srv.Handler()}
-	ms := memnet.NewServer(wc)
-	t.Cleanup(ms.Close)
+	var wc *wireClock
+	srv, ms := simnet.Start(t, cfg, func(h http.Handler) http.Handler {
+		wc = &wireClock{h: h}
+		return wc
+	})
 	return &virtualSim{sim: &sim{srv: srv, url: ms.URL, wire: wc}, client: ms.Client}
 }
 
