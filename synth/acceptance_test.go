@@ -175,11 +175,15 @@ func modelledTTFT(t *testing.T, p enginesim.Profile, n int) time.Duration {
 	return p.APILatency + ttft
 }
 
-// Acceptance: "a looping simulator yields Looped cells."
+// Acceptance: "a looping simulator yields Looped cells." On virtual time.
 func TestAcceptanceLoopingEngine(t *testing.T) {
-	s := startSim(t, enginesim.Config{Faults: enginesim.Faults{Loop: true}})
+	synctest.Test(t, testLoopingEngine)
+}
+
+func testLoopingEngine(t *testing.T) {
+	s := startVirtualSim(t, enginesim.Config{Faults: enginesim.Faults{Loop: true}})
 	w := Workload{Name: "loop", Kind: Matrix, Contexts: []int{256, 1024}, Concurrency: []int{1, 2, 4}, Output: 64, Requests: 2}
-	rep, err := Run(context.Background(), s.target(t, "sim-tiny"), w, Options{})
+	rep, err := Run(t.Context(), s.target(t, "sim-tiny"), w, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

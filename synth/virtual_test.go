@@ -39,3 +39,18 @@ type virtualSim struct {
 func (s *virtualSim) target(_ testing.TB, model string) *Target {
 	return &Target{BaseURL: s.url, Model: model, Client: s.client}
 }
+
+// countedVirtualSim is countedSim on the in-memory network: a simulator for cfg behind a
+// counter, and a Target for it. Call it inside the synctest bubble the test runs in.
+func countedVirtualSim(t *testing.T, cfg enginesim.Config) (*counter, *Target) {
+	t.Helper()
+	if cfg.Profile.Name == "" {
+		cfg.Profile = simProfile(t, "tiny", nil)
+	}
+	var c *counter
+	_, ms := simnet.Start(t, cfg, func(h http.Handler) http.Handler {
+		c = &counter{h: h}
+		return c
+	})
+	return c, &Target{BaseURL: ms.URL, Model: cfg.Profile.Model, Client: ms.Client}
+}
