@@ -11,6 +11,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/slogate/slogate/enginesim"
@@ -21,9 +22,15 @@ import (
 
 // TestAccuracy checks slogate's measurement against the simulator's own: with every
 // engine step taking a fixed time, the TTFT and TPOT the Observer gets for each request
-// must match the simulator's per-request TTFT and TPOT (read from its /metrics, one
-// request at a time) within 2 ms or 2%, whichever is larger. This compares measured values
-// with ground truth; it does not assert speed.
+// must equal the simulator's per-request TTFT and TPOT (read from its /metrics, one
+// request at a time). It runs on virtual time: in a testing/synctest bubble, with the
+// simulator, the proxy and the client on an in-memory network (internal/memnet), where
+// the machine's time adds nothing to either clock, so the two must agree to the
+// microsecond however loaded the machine is. (On the wall clock the test allowed 2 ms or
+// 2% and sent a request that missed again, up to ten times.) A TTFT that ends at the
+// wrong chunk is a step (20 ms) off and a TPOT over the wrong number of intervals a
+// twentieth of one; either fails. This compares measured values with ground truth; what
+// the proxy costs on the wall clock is bench/proxy.sh's (docs/benchmarks.md).
 func TestAccuracy(t *testing.T) {
 	cases := []struct {
 		name, path, body string
@@ -41,62 +48,46 @@ func TestAccuracy(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			// Every step takes 20 ms: a short prompt is prefilled in one step, which yields
-			// the first token, and every later step yields one token.
-			p := tinyProfile(t, func(p *enginesim.Profile) {
-				p.Timing = enginesim.Timing{StepBase: accuracyStep.Seconds()}
-				p.APILatency = 0
+			synctest.Test(t, func(t *testing.T) {
+				// Every step takes 20 ms: a short prompt is prefilled in one step, which
+				// yields the first token, and every later step yields one token.
+				p := tinyProfile(t, func(p *enginesim.Profile) {
+					p.Timing = enginesim.Timing{StepBase: accuracyStep.Seconds()}
+					p.APILatency = 0
+				})
+				env := startVirtualEnv(t, enginesim.Config{Profile: p}, proxy.Config{InjectUsage: true})
+				for n := 1; n <= accuracyRequests; n++ {
+					got, ttft, tpot := accuracySample(t, env, tc.path, tc.body, n)
+					exactly(t, fmt.Sprintf("request %d TTFT", n), got.TTFT, ttft)
+					exactly(t, fmt.Sprintf("request %d TPOT", n), got.TPOT, tpot)
+				}
 			})
-			s, f := startEnv(t, enginesim.Config{Profile: p})
-			// The simulator counts from a request's arrival, slogate from its dispatch:
-			// open the proxy's connection to the engine first, so that no request pays
-			// for the dial.
-			if status, _, _ := do(t, f.hs.Client(), http.MethodGet, f.hs.URL+"/health", "", nil); status != http.StatusOK {
-				t.Fatalf("GET /health through the proxy: %d", status)
-			}
-			// Another process can take the CPU from the engine or from slogate for a
-			// few milliseconds on a busy machine, so a request that misses is sent again,
-			// a bounded number of times: a systematic error misses every time.
-			matched := 0
-			for n := 1; matched < accuracyRequests; n++ {
-				if n > accuracyAttempts {
-					t.Fatalf("only %d of %d requests measured within tolerance, want %d", matched, accuracyAttempts, accuracyRequests)
-				}
-				got, ttft, tpot := accuracySample(t, s, f, tc.path, tc.body, n)
-				okTTFT := within(t, fmt.Sprintf("request %d TTFT", n), got.TTFT, ttft)
-				okTPOT := within(t, fmt.Sprintf("request %d TPOT", n), got.TPOT, tpot)
-				if okTTFT && okTPOT {
-					matched++
-				}
-			}
 		})
 	}
 }
 
-// The accuracy test needs accuracyRequests requests of accuracyTokens tokens each,
-// measured within tolerance, out of at most accuracyAttempts sent to an engine whose
-// every step takes accuracyStep.
+// The accuracy test sends accuracyRequests requests of accuracyTokens tokens each to an
+// engine whose every step takes accuracyStep.
 const (
 	accuracyStep     = 20 * time.Millisecond
 	accuracyTokens   = 20
 	accuracyRequests = 5
-	accuracyAttempts = 10
 )
 
 // accuracySample sends the n-th request of an accuracy test and returns what slogate
 // measured and the simulator's own TTFT and TPOT of it.
-func accuracySample(t *testing.T, s *sim, f *front, path, body string, n int) (measure.Result, time.Duration, time.Duration) {
+func accuracySample(t *testing.T, env *virtualEnv, path, body string, n int) (measure.Result, time.Duration, time.Duration) {
 	t.Helper()
-	client := f.hs.Client()
-	before := scrapeHistograms(t, client, s.hs.URL+"/metrics")
-	status, _, answer := do(t, client, http.MethodPost, f.hs.URL+path, body, nil)
+	engine := env.engine.Client
+	before := scrapeHistograms(t, engine, env.engine.URL+"/metrics")
+	status, _, answer := do(t, env.slogate.Client, http.MethodPost, env.slogate.URL+path, body, nil)
 	if status != http.StatusOK {
 		t.Fatalf("request %d: status %d: %s", n, status, answer)
 	}
-	after := scrapeHistograms(t, client, s.hs.URL+"/metrics")
+	after := scrapeHistograms(t, engine, env.engine.URL+"/metrics")
 	ttft := truth(t, before, after, "vllm:time_to_first_token_seconds")
 	tpot := truth(t, before, after, "vllm:request_time_per_output_token_seconds")
-	got := f.obs.last(t, n).res
+	got := env.obs.last(t, n).res
 	if got.Outcome != measure.OK || got.OutputTokens != accuracyTokens || got.Tokens != measure.TokensUsage {
 		t.Fatalf("request %d: outcome %v, %d output tokens from %v; want ok, %d from usage", n, got.Outcome, got.OutputTokens, got.Tokens, accuracyTokens)
 	}
@@ -114,13 +105,14 @@ func truth(t *testing.T, before, after map[string]histogram, name string) time.D
 	return time.Duration(math.Round((a.sum - b.sum) * float64(time.Second)))
 }
 
-// within reports whether got is within 2 ms or 2% of want, whichever is larger.
-func within(t *testing.T, what string, got, want time.Duration) bool {
+// exactly fails the test unless got is within a microsecond of want: on virtual time
+// the two clocks agree but for the rounding of the simulator's histogram sums.
+func exactly(t *testing.T, what string, got, want time.Duration) {
 	t.Helper()
-	tol := max(2*time.Millisecond, want/50)
-	ok := want > 0 && (got-want).Abs() <= tol
-	t.Logf("%s: slogate %v, simulator %v, off by %v (within %v: %v)", what, got, want, got-want, tol, ok)
-	return ok
+	t.Logf("%s: slogate %v, simulator %v", what, got, want)
+	if want <= 0 || (got-want).Abs() > time.Microsecond {
+		t.Errorf("%s: slogate %v, simulator %v: off by %v on virtual time", what, got, want, got-want)
+	}
 }
 
 // TestInjectedBody checks the body slogate forwards: stream_options asking for usage

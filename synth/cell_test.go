@@ -1,15 +1,16 @@
 package synth
 
 import (
-	"context"
 	"fmt"
 	"math"
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 	"time"
 
 	"github.com/slogate/slogate/enginesim"
+	"github.com/slogate/slogate/internal/simnet"
 	"github.com/slogate/slogate/measure"
 )
 
@@ -181,7 +182,8 @@ func rowStates(rep Report) string {
 }
 
 // Staged protection: after a cell that was refused, finished nothing or failed, the
-// larger cells of its row are skipped, and the next row starts afresh.
+// larger cells of its row are skipped, and the next row starts afresh. On virtual time
+// (virtual_test.go): the failure backoffs and the n/c round's window take no real time.
 func TestStagedProtection(t *testing.T) {
 	slow := simProfile(t, "tiny", func(p *enginesim.Profile) { p.Timing = enginesim.Timing{StepBase: 0.005} })
 	tests := []struct {
@@ -198,93 +200,101 @@ func TestStagedProtection(t *testing.T) {
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, tg := countedSim(t, tc.cfg)
-			w := Workload{
-				Name: "staged", Kind: Shapes, Shapes: []Shape{{"a", 32, tc.output}, {"b", 64, tc.output}},
-				Concurrency: []int{1, 2, 4}, Duration: measure.Duration(tc.duration), Requests: 1,
-			}
-			var progress []string
-			rep, err := Run(context.Background(), tg, w, Options{Progress: func(done, total int, cell Cell) {
-				progress = append(progress, fmt.Sprintf("%d/%d", done, total))
-			}})
-			if err != nil {
-				t.Fatal(err)
-			}
-			want := []State{tc.first, Skipped, Skipped, tc.first, Skipped, Skipped}
-			if len(rep.Cells) != len(want) {
-				t.Fatalf("%d cells, want %d: %s", len(rep.Cells), len(want), rowStates(rep))
-			}
-			for i, cell := range rep.Cells {
-				if cell.State != want[i] {
-					t.Errorf("cell %d: %s, want %s (%s)", i, cell.State, want[i], rowStates(rep))
+			synctest.Test(t, func(t *testing.T) {
+				c, tg := countedVirtualSim(t, tc.cfg)
+				w := Workload{
+					Name: "staged", Kind: Shapes, Shapes: []Shape{{"a", 32, tc.output}, {"b", 64, tc.output}},
+					Concurrency: []int{1, 2, 4}, Duration: measure.Duration(tc.duration), Requests: 1,
 				}
-				if cell.State == Skipped && (len(cell.Rounds) != 0 || cell.Detail == "") {
-					t.Errorf("a skipped cell ran or says nothing: %+v", cell)
+				var progress []string
+				rep, err := Run(t.Context(), tg, w, Options{Progress: func(done, total int, cell Cell) {
+					progress = append(progress, fmt.Sprintf("%d/%d", done, total))
+				}})
+				if err != nil {
+					t.Fatal(err)
 				}
-			}
-			// Only the first cell of each row sent anything: its warm-up and one round
-			// (and the run asked once whether the engine takes token-id prompts).
-			if arrived, _ := c.counts(); arrived > 1+2*(1+1) {
-				t.Errorf("%d requests reached the engine, want at most 5", arrived)
-			}
-			if strings.Join(progress, " ") != "1/6 2/6 3/6 4/6 5/6 6/6" {
-				t.Errorf("progress %v", progress)
-			}
+				want := []State{tc.first, Skipped, Skipped, tc.first, Skipped, Skipped}
+				if len(rep.Cells) != len(want) {
+					t.Fatalf("%d cells, want %d: %s", len(rep.Cells), len(want), rowStates(rep))
+				}
+				for i, cell := range rep.Cells {
+					if cell.State != want[i] {
+						t.Errorf("cell %d: %s, want %s (%s)", i, cell.State, want[i], rowStates(rep))
+					}
+					if cell.State == Skipped && (len(cell.Rounds) != 0 || cell.Detail == "") {
+						t.Errorf("a skipped cell ran or says nothing: %+v", cell)
+					}
+				}
+				// Only the first cell of each row sent anything: its warm-up and one round
+				// (and the run asked once whether the engine takes token-id prompts).
+				if arrived, _ := c.counts(); arrived > 1+2*(1+1) {
+					t.Errorf("%d requests reached the engine, want at most 5", arrived)
+				}
+				if strings.Join(progress, " ") != "1/6 2/6 3/6 4/6 5/6 6/6" {
+					t.Errorf("progress %v", progress)
+				}
+			})
 		})
 	}
 }
 
 // Cells whose streams would not fit in the engine's KV cache are not run: the capacity
-// comes from the engine's metrics; without them every cell runs.
+// comes from the engine's metrics; without them every cell runs. On virtual time
+// (virtual_test.go).
 func TestOverCapacity(t *testing.T) {
 	small := simProfile(t, "tiny", func(p *enginesim.Profile) { p.NumBlocks = 1024 }) // 16,384 tokens
 	w := Workload{Name: "kv", Kind: Matrix, Contexts: []int{1024, 4096}, Concurrency: []int{1, 4, 8}, Output: 16, Requests: 1}
 	t.Run("capacity known", func(t *testing.T) {
-		_, tg := countedSim(t, enginesim.Config{Profile: small})
-		rep, err := Run(context.Background(), tg, w, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rep.KVCapacity != 16384 || rep.Engine != "vllm" {
-			t.Errorf("KV capacity %d, engine %q; want 16384, vllm", rep.KVCapacity, rep.Engine)
-		}
-		// 8 x 4,096 > 16,384; 4 x 4,096 = 16,384 fits.
-		want := []State{Valid, Valid, Valid, Valid, Valid, OverCapacity}
-		for i, c := range rep.Cells {
-			if c.State != want[i] {
-				t.Errorf("cell %d: %s, want %s (%s)", i, c.State, want[i], rowStates(rep))
+		synctest.Test(t, func(t *testing.T) {
+			_, tg := countedVirtualSim(t, enginesim.Config{Profile: small})
+			rep, err := Run(t.Context(), tg, w, Options{})
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
-		if c := rep.Cells[5]; c.Detail != "8 x 4096 tokens > KV capacity 16384" || len(c.Rounds) != 0 {
-			t.Errorf("over-capacity cell %+v", c)
-		}
-		if len(rep.Prefill) != 2 || rep.Prefill[1].Context != 4096 || rep.Prefill[1].Failure != "" || rep.Prefill[1].TTFT <= 0 {
-			t.Errorf("prefill %+v", rep.Prefill)
-		}
+			if rep.KVCapacity != 16384 || rep.Engine != "vllm" {
+				t.Errorf("KV capacity %d, engine %q; want 16384, vllm", rep.KVCapacity, rep.Engine)
+			}
+			// 8 x 4,096 > 16,384; 4 x 4,096 = 16,384 fits.
+			want := []State{Valid, Valid, Valid, Valid, Valid, OverCapacity}
+			for i, c := range rep.Cells {
+				if c.State != want[i] {
+					t.Errorf("cell %d: %s, want %s (%s)", i, c.State, want[i], rowStates(rep))
+				}
+			}
+			if c := rep.Cells[5]; c.Detail != "8 x 4096 tokens > KV capacity 16384" || len(c.Rounds) != 0 {
+				t.Errorf("over-capacity cell %+v", c)
+			}
+			if len(rep.Prefill) != 2 || rep.Prefill[1].Context != 4096 || rep.Prefill[1].Failure != "" || rep.Prefill[1].TTFT <= 0 {
+				t.Errorf("prefill %+v", rep.Prefill)
+			}
+		})
 	})
 	t.Run("capacity unknown", func(t *testing.T) {
-		srv := runSim(t, enginesim.Config{Profile: small})
-		noMetrics := func(w http.ResponseWriter, r *http.Request) {
-			if r.URL.Path == "/metrics" {
-				http.NotFound(w, r)
-				return
+		synctest.Test(t, func(t *testing.T) {
+			_, ms := simnet.Start(t, enginesim.Config{Profile: small}, func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.URL.Path == "/metrics" {
+						http.NotFound(w, r)
+						return
+					}
+					h.ServeHTTP(w, r)
+				})
+			})
+			tg := &Target{BaseURL: ms.URL, Model: small.Model, Client: ms.Client}
+			w := w
+			w.Contexts = []int{4096}
+			rep, err := Run(t.Context(), tg, w, Options{})
+			if err != nil {
+				t.Fatal(err)
 			}
-			srv.Handler().ServeHTTP(w, r)
-		}
-		tg := newTarget(t, upstream(t, noMetrics), small.Model)
-		w := w
-		w.Contexts = []int{4096}
-		rep, err := Run(context.Background(), tg, w, Options{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		if rep.KVCapacity != 0 {
-			t.Errorf("KV capacity %d, want unknown", rep.KVCapacity)
-		}
-		for _, c := range rep.Cells {
-			if c.State == OverCapacity {
-				t.Errorf("cell run as over capacity without a known capacity: %s", rowStates(rep))
+			if rep.KVCapacity != 0 {
+				t.Errorf("KV capacity %d, want unknown", rep.KVCapacity)
 			}
-		}
+			for _, c := range rep.Cells {
+				if c.State == OverCapacity {
+					t.Errorf("cell run as over capacity without a known capacity: %s", rowStates(rep))
+				}
+			}
+		})
 	})
 }

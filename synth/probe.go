@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/slogate/slogate/engine"
@@ -85,7 +86,10 @@ func Run(ctx context.Context, t *Target, w Workload, opts Options) (Report, erro
 		}
 	}
 	rep := Report{Schema: SchemaVersion, Workload: w, Target: t.BaseURL, Model: t.Model, Started: t.now()}
-	snap := engine.NewScraper(engine.ScraperConfig{BaseURL: t.BaseURL, APIKey: t.APIKey, Timeout: 10 * time.Second}).Scrape(ctx)
+	// The scrape goes through the target's transport, as the requests do (a custom one
+	// may dial where the default cannot), with a timeout of its own.
+	scrape := &http.Client{Transport: t.client().Transport, Timeout: 10 * time.Second}
+	snap := engine.NewScraper(engine.ScraperConfig{BaseURL: t.BaseURL, APIKey: t.APIKey, Timeout: 10 * time.Second, Client: scrape}).Scrape(ctx)
 	rep.Engine = snap.Kind.String()
 	if engine.Known(snap.KVCapacityTokens) {
 		rep.KVCapacity = int(snap.KVCapacityTokens)

@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strings"
 	"testing"
+	"testing/synctest"
 
 	"github.com/slogate/slogate/enginesim"
 )
@@ -45,10 +46,14 @@ func TestDefaultClient(t *testing.T) {
 // A matrix whose prefill request fails says why in its prefill entry; a context no
 // longer than the output is sent whole as the prompt.
 func TestMatrixPrefillFailure(t *testing.T) {
-	s := startSim(t, enginesim.Config{Faults: enginesim.Faults{Status: http.StatusServiceUnavailable}})
+	synctest.Test(t, testMatrixPrefillFailure) // the failure backoffs take no real time
+}
+
+func testMatrixPrefillFailure(t *testing.T) {
+	s := startVirtualSim(t, enginesim.Config{Faults: enginesim.Faults{Status: http.StatusServiceUnavailable}})
 	w := Workload{Name: "m", Kind: Matrix, Contexts: []int{8, 64}, Concurrency: []int{1, 2}, Output: 16, Requests: 1}
 	var totals []int
-	rep, err := Run(context.Background(), s.target(t, "sim-tiny"), w, Options{Progress: func(_, total int, _ Cell) { totals = append(totals, total) }})
+	rep, err := Run(t.Context(), s.target(t, "sim-tiny"), w, Options{Progress: func(_, total int, _ Cell) { totals = append(totals, total) }})
 	if err != nil {
 		t.Fatal(err)
 	}
