@@ -9,7 +9,6 @@ import (
 	"github.com/slogate/slogate/calibrate"
 	"github.com/slogate/slogate/exporter"
 	"github.com/slogate/slogate/report"
-	"github.com/slogate/slogate/synth"
 )
 
 // The calibration inside the sidecar: the measurement of `slogate calibrate`, run
@@ -110,12 +109,8 @@ func (s *Sidecar) calibrationRoutes(mux *http.ServeMux) {
 			s.log.Error("writing the calibrated tiers", "err", err)
 		}
 	})
-	writers := map[string]func(io.Writer, synth.Report) error{
-		"report.json": report.WriteJSON, "report.md": report.WriteMarkdown, "report.html": report.WriteHTML,
-	}
-	types := map[string]string{"report.json": "application/json", "report.md": "text/markdown; charset=utf-8", "report.html": "text/html; charset=utf-8"}
 	mux.HandleFunc("GET /calibration/{tier}/{file}", func(w http.ResponseWriter, r *http.Request) {
-		write, known := writers[r.PathValue("file")]
+		form, known := report.FormOf(r.PathValue("file"))
 		if !known {
 			http.Error(w, "want report.json, report.md or report.html", http.StatusNotFound)
 			return
@@ -126,8 +121,8 @@ func (s *Sidecar) calibrationRoutes(mux *http.ServeMux) {
 		}
 		for _, rep := range o.Result.Reports() {
 			if rep.Workload.Name == "calibration-"+r.PathValue("tier") {
-				w.Header().Set("Content-Type", types[r.PathValue("file")])
-				if err := write(w, rep); err != nil {
+				w.Header().Set("Content-Type", form.ContentType)
+				if err := form.Write(w, rep); err != nil {
 					s.log.Error("writing the calibration report", "err", err)
 				}
 				return

@@ -85,10 +85,8 @@ func AddReport(p *exporter.ProbeSnapshot, rep synth.Report) {
 // probeRoutes adds the prober's admin endpoints: the latest report in its three forms,
 // and POST /-/probe to probe now.
 func (s *Sidecar) probeRoutes(mux *http.ServeMux) {
-	for ext, write := range map[string]func(io.Writer, synth.Report) error{
-		"json": report.WriteJSON, "md": report.WriteMarkdown, "html": report.WriteHTML,
-	} {
-		mux.HandleFunc("GET /probe/report."+ext, func(w http.ResponseWriter, _ *http.Request) {
+	for _, form := range report.Forms {
+		mux.HandleFunc("GET /probe/report."+form.Ext, func(w http.ResponseWriter, _ *http.Request) {
 			sched := s.prober
 			if sched == nil {
 				http.Error(w, "no probe is scheduled (--probe-workload is not set)", http.StatusNotFound)
@@ -99,8 +97,8 @@ func (s *Sidecar) probeRoutes(mux *http.ServeMux) {
 				http.Error(w, "no probe has finished yet", http.StatusNotFound)
 				return
 			}
-			w.Header().Set("Content-Type", map[string]string{"json": "application/json", "md": "text/markdown; charset=utf-8", "html": "text/html; charset=utf-8"}[ext])
-			if err := write(w, rep); err != nil {
+			w.Header().Set("Content-Type", form.ContentType)
+			if err := form.Write(w, rep); err != nil {
 				s.log.Error("writing the probe report", "err", err)
 			}
 		})

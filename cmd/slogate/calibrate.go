@@ -12,6 +12,7 @@ import (
 	"github.com/slogate/slogate/calibrate"
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/measure"
+	"github.com/slogate/slogate/report"
 	"github.com/slogate/slogate/settings"
 	"github.com/slogate/slogate/sidecar"
 	"github.com/slogate/slogate/synth"
@@ -126,7 +127,7 @@ func writeCalibration(out, reportDir string, base admission.Config, res calibrat
 		reportDir = filepath.Join(filepath.Dir(out), "calibration")
 	}
 	for _, rep := range res.Reports() {
-		if err := writeReports(filepath.Join(reportDir, rep.Workload.Name), rep); err != nil {
+		if err := report.WriteFiles(filepath.Join(reportDir, rep.Workload.Name), rep); err != nil {
 			return err
 		}
 	}

@@ -72,7 +72,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	progress, start := newProgress(stderr, w), time.Now()
 	rep, runErr := synth.Run(ctx, t, w, synth.Options{Gate: cfg.Gate, Progress: progress.cell})
 	progress.end()
-	if err := writeReports(cfg.Out, rep); err != nil {
+	if err := report.WriteFiles(cfg.Out, rep); err != nil {
 		return err
 	}
 	fmt.Fprintf(stdout, "wrote %s\n", filepath.Join(cfg.Out, "report.{json,md,html}"))
@@ -99,29 +99,6 @@ func pushProbe(ctx context.Context, url, labels, workload string, start time.Tim
 type probeSnapshot exporter.ProbeSnapshot
 
 func (s probeSnapshot) Probe() exporter.ProbeSnapshot { return exporter.ProbeSnapshot(s) }
-
-// writeReports writes the report in its three forms into dir.
-func writeReports(dir string, rep synth.Report) error {
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return err
-	}
-	for name, write := range map[string]func(io.Writer, synth.Report) error{
-		"report.json": report.WriteJSON, "report.md": report.WriteMarkdown, "report.html": report.WriteHTML,
-	} {
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
-			return err
-		}
-		err = write(f, rep)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("writing %s: %w", name, err)
-		}
-	}
-	return nil
-}
 
 // progress shows cells done and an estimate of the time left: a line rewritten in place
 // on a terminal, plain lines otherwise.
