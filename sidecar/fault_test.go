@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -105,13 +104,7 @@ func TestFaultSIGTERMUnderLoad(t *testing.T) {
 			} else {
 				waitFor(t, "readiness to turn false", func() bool { return ts.sc.Ready() != nil })
 			}
-			waitFor(t, "new connections to be refused", func() bool {
-				c, err := net.DialTimeout("tcp", strings.TrimPrefix(ts.data, "http://"), time.Second)
-				if err == nil {
-					c.Close()
-				}
-				return err != nil
-			})
+			ts.awaitRefused(t)
 			wg.Wait()
 			if err := <-ts.done; err != nil {
 				t.Errorf("run returned %v after draining, want nil", err)

@@ -68,6 +68,18 @@ func runTestSidecar(t *testing.T, cfg Config, opts Options) *testSidecar {
 	return ts
 }
 
+// awaitRefused waits until the data listener refuses new connections (it drains).
+func (ts *testSidecar) awaitRefused(t *testing.T) {
+	t.Helper()
+	waitFor(t, "new connections to be refused", func() bool {
+		c, err := net.DialTimeout("tcp", strings.TrimPrefix(ts.data, "http://"), time.Second)
+		if err == nil {
+			c.Close()
+		}
+		return err != nil
+	})
+}
+
 func waitFor(t *testing.T, what string, cond func() bool) {
 	t.Helper()
 	simtest.WaitFor(t, what, 10*time.Second, cond)
@@ -85,13 +97,7 @@ func TestSIGTERMDrain(t *testing.T) {
 
 	ts.stop()
 	waitFor(t, "readiness to turn false", func() bool { return ts.sc.Ready() != nil })
-	waitFor(t, "new connections to be refused", func() bool {
-		c, err := net.DialTimeout("tcp", strings.TrimPrefix(ts.data, "http://"), time.Second)
-		if err == nil {
-			c.Close()
-		}
-		return err != nil
-	})
+	ts.awaitRefused(t)
 	wg.Wait()
 	if streamErr != nil || !done {
 		t.Errorf("the in-flight stream ended with done=%v, err=%v; want a clean [DONE]", done, streamErr)
