@@ -110,8 +110,8 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 		return nil, err
 	}
 	s.scraper = engine.NewScraper(engine.ScraperConfig{BaseURL: cfg.Upstream, Kind: kind, Interval: cfg.ScrapeInterval, APIKey: cfg.UpstreamAPIKey, Clock: s.clock})
-	var late lateBinding
-	if err := s.newAdmission(opts.Tiers, &late); err != nil {
+	var relay decisionRelay
+	if err := s.newAdmission(opts.Tiers, &relay); err != nil {
 		return nil, err
 	}
 	if s.data, err = net.Listen("tcp", cfg.Listen); err != nil {
@@ -131,7 +131,7 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 	s.newCalibrator()
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	s.metrics = s.newMetrics()
-	late.decisions = s.metrics
+	relay.decisions = s.metrics
 	s.live = statuspage.NewWindow(statuspage.WindowOptions{Clock: s.clock})
 	upstream, _ := url.Parse(cfg.Upstream) // checked by cfg.check
 	s.proxy = proxy.New(proxy.Config{
@@ -184,7 +184,7 @@ func (s *Sidecar) newGPUs(gpus prometheus.Collector) error {
 
 // newAdmission builds the admission controller: of tiers when given, else of the tiers
 // file (with its reloader), else of the built-in tiers.
-func (s *Sidecar) newAdmission(tiers *admission.Config, late *lateBinding) error {
+func (s *Sidecar) newAdmission(tiers *admission.Config, relay *decisionRelay) error {
 	mode, err := admission.ParseMode(s.cfg.Admission)
 	if err != nil {
 		return err
@@ -200,7 +200,7 @@ func (s *Sidecar) newAdmission(tiers *admission.Config, late *lateBinding) error
 	}
 	s.admission, err = admission.New(cfg, admission.Options{
 		Mode: mode, SLO: s.cfg.Objective(),
-		Engine: s.scraper, Observers: []admission.DecisionObserver{late}, Clock: s.clock,
+		Engine: s.scraper, Observers: []admission.DecisionObserver{relay}, Clock: s.clock,
 		Saturation: admission.Saturation{
 			QueueDepth: s.cfg.SaturationQueue, KVUsage: s.cfg.SaturationKV,
 			StaleAfter: s.cfg.StaleAfter, FailClosed: s.cfg.StalePolicy == "closed",
@@ -215,13 +215,13 @@ func (s *Sidecar) newAdmission(tiers *admission.Config, late *lateBinding) error
 	return nil
 }
 
-// lateBinding relays admission's decisions to the exporter, which is built after the
+// decisionRelay relays admission's decisions to the exporter, which is built after the
 // controller because it reads the controller's state.
-type lateBinding struct {
+type decisionRelay struct {
 	decisions admission.DecisionObserver
 }
 
-func (l *lateBinding) ObserveDecision(d admission.Decision) {
+func (l *decisionRelay) ObserveDecision(d admission.Decision) {
 	if l.decisions != nil {
 		l.decisions.ObserveDecision(d)
 	}
