@@ -18,7 +18,7 @@ FUZZ_TARGETS := \
 	./gpu:FuzzParseDCGM ./exporter:FuzzPushURL ./exporter:FuzzPushLabels ./settings:FuzzSettings \
 	./bench/goodput:FuzzParseFlags ./bench/overhead:FuzzParseTargets
 
-.PHONY: all build test vet unit acceptance fuzz bench deps clean
+.PHONY: all build test vet unit acceptance fuzz bench deps clean $(FUZZ_RUNS)
 
 all: build
 
@@ -56,22 +56,29 @@ acceptance:
 test: deps vet unit acceptance fuzz
 
 # fuzz runs every fuzz target for FUZZTIME each (a short run in make test; longer by hand,
-# e.g. make fuzz FUZZTIME=5m).
+# e.g. make fuzz FUZZTIME=5m), FUZZ_JOBS targets at a time (each fuzzer's time is wall
+# time, so two at once halve the step on two cores; make -O keeps each target's output
+# together).
 # A run that ends in the fuzzer's own "context deadline exceeded" with no failing input
 # written is the go command's deadline racing a worker, not a finding: it is run again
 # once. A real failure writes its input under testdata/fuzz and fails at once.
+FUZZ_JOBS ?= 2
+FUZZ_RUNS := $(foreach t,$(FUZZ_TARGETS),fuzz-run/$(subst :,/,$(patsubst ./%,%,$(t))))
+
 fuzz:
-	@set -e; for t in $(FUZZ_TARGETS); do \
-		pkg=$${t%%:*}; name=$${t##*:}; \
-		echo "== $$pkg $$name"; \
-		if ! out=$$($(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) $$pkg 2>&1); then \
-			echo "$$out"; \
-			if echo "$$out" | grep -q "context deadline exceeded" && ! echo "$$out" | grep -q "Failing input written"; then \
-				echo "== $$pkg $$name again (the fuzzer's deadline, no failing input)"; \
-				$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) $$pkg; \
-			else exit 1; fi; \
-		else echo "$$out" | tail -n 2; fi; \
-	done
+	@$(MAKE) --no-print-directory -O -j$(FUZZ_JOBS) $(FUZZ_RUNS)
+
+# fuzz-run/PKG/TARGET runs one fuzz target of ./PKG.
+fuzz-run/%:
+	@pkg=./$(patsubst %/,%,$(dir $*)); name=$(notdir $*); \
+	echo "== $$pkg $$name"; \
+	if ! out=$$($(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) $$pkg 2>&1); then \
+		echo "$$out"; \
+		if echo "$$out" | grep -q "context deadline exceeded" && ! echo "$$out" | grep -q "Failing input written"; then \
+			echo "== $$pkg $$name again (the fuzzer's deadline, no failing input)"; \
+			$(GO) test -run='^$$' -fuzz="^$$name$$" -fuzztime=$(FUZZTIME) $$pkg; \
+		else exit 1; fi; \
+	else echo "$$out" | tail -n 2; fi
 
 # bench runs the Go benchmarks; system benchmarks live under bench/.
 bench:
