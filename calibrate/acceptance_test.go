@@ -34,10 +34,10 @@ const window = time.Minute
 // tierSLOs are the SLOs of the built-in tiers in the acceptance tests: longer prompts
 // take longer to prefill, and their tiers promise less.
 var tierSLOs = map[string]measure.SLO{
-	"short":  measure.NewSLO(2 * time.Second, 100 * time.Millisecond),
-	"medium": measure.NewSLO(5 * time.Second, 100 * time.Millisecond),
-	"long":   measure.NewSLO(10 * time.Second, 150 * time.Millisecond),
-	"xlong":  measure.NewSLO(15 * time.Second, 150 * time.Millisecond),
+	"short":  measure.NewSLO(2*time.Second, 100*time.Millisecond),
+	"medium": measure.NewSLO(5*time.Second, 100*time.Millisecond),
+	"long":   measure.NewSLO(10*time.Second, 150*time.Millisecond),
+	"xlong":  measure.NewSLO(15*time.Second, 150*time.Millisecond),
 }
 
 // skipUnderRace skips an acceptance test under the race detector: on virtual time its
