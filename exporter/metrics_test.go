@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
@@ -355,23 +354,7 @@ func TestNativeHistograms(t *testing.T) {
 // and it parses.
 func TestMetricsExpositionParses(t *testing.T) {
 	_, reg := fullRegistry(t, true)
-	srv := httptest.NewServer(promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
-	defer srv.Close()
-	resp, err := srv.Client().Get(srv.URL)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	b, err := io.ReadAll(resp.Body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	body := string(b)
-	parser := expfmt.NewTextParser(model.UTF8Validation)
-	fams, err := parser.TextToMetricFamilies(strings.NewReader(body))
-	if err != nil {
-		t.Fatalf("parsing /metrics: %v", err)
-	}
+	fams := scrapeText(t, reg)
 	for _, name := range []string{
 		"slogate_requests_total", "slogate_time_to_first_token_seconds", "slogate_time_per_output_token_seconds",
 		"slogate_inter_token_gap_seconds", "slogate_e2e_request_duration_seconds", "slogate_prompt_tokens_total",
