@@ -196,8 +196,10 @@ func TestScrapeSimulatorPriority(t *testing.T) {
 	}
 	wait, stop := context.WithTimeout(ctx, hangLimit)
 	defer stop()
-	if st, err := s.engine.Await(wait, func(st enginesim.Stats) bool { return st.Running == 2 && st.Waiting == 3 }); err != nil {
-		t.Fatalf("the engine never ran 2 and queued 3: %v (%+v)", err, st)
+	// SGLang exports its scheduler gauges from its first batch's stats log on: the
+	// first step must have ended, not only been scheduled.
+	if st, err := s.engine.Await(wait, func(st enginesim.Stats) bool { return st.Running == 2 && st.Waiting == 3 && st.Steps > 0 }); err != nil {
+		t.Fatalf("the engine never ran a step of 2 with 3 queued: %v (%+v)", err, st)
 	}
 	sc := NewScraper(ScraperConfig{BaseURL: s.srv.URL, Timeout: 10 * time.Second})
 	snap := sc.Scrape(ctx)
