@@ -21,19 +21,27 @@ var ErrGateFailed = errors.New("synth: the functional gate failed; no performanc
 
 // Report is the result of one probe run.
 type Report struct {
-	Schema     string     `json:"schema"`
-	Workload   Workload   `json:"workload"`
-	Target     string     `json:"target"`
-	Model      string     `json:"model"`
-	Engine     string     `json:"engine"`
-	KVCapacity int        `json:"kv_capacity_tokens,omitempty"` // 0: unknown
-	Started    time.Time  `json:"started"`
-	Finished   time.Time  `json:"finished"`
-	Gate       []Check    `json:"gate,omitempty"`
-	Prompts    PromptKind `json:"prompts"`
-	Prefill    []Prefill  `json:"prefill,omitempty"`        // matrix: one request per context
-	Reference  float64    `json:"reference_rate,omitempty"` // scan: requests/s the multiples apply to
-	Cells      []Cell     `json:"cells"`
+	Schema   string   `json:"schema"`
+	Workload Workload `json:"workload"`
+	// Label names the run for comparisons (slogate probe --label): the recipe it tried,
+	// "vllm-0.11 tp2 fp8" say. Empty: comparisons name it by its engine and start.
+	Label      string `json:"label,omitempty"`
+	Target     string `json:"target"`
+	Model      string `json:"model"`
+	Engine     string `json:"engine"`
+	KVCapacity int    `json:"kv_capacity_tokens,omitempty"` // 0: unknown
+	// EngineVersion and EngineFlags are how the engine was run, as far as it tells:
+	// its version, and the settings it reports (vLLM's cache_config_info labels,
+	// SGLang's server arguments from /get_server_info), by the engine's own names.
+	EngineVersion string            `json:"engine_version,omitempty"`
+	EngineFlags   map[string]string `json:"engine_flags,omitempty"`
+	Started       time.Time         `json:"started"`
+	Finished      time.Time         `json:"finished"`
+	Gate          []Check           `json:"gate,omitempty"`
+	Prompts       PromptKind        `json:"prompts"`
+	Prefill       []Prefill         `json:"prefill,omitempty"`        // matrix: one request per context
+	Reference     float64           `json:"reference_rate,omitempty"` // scan: requests/s the multiples apply to
+	Cells         []Cell            `json:"cells"`
 	// Knee is a scan's knee as its maker chose it (slogate calibrate, under the tier's
 	// SLO); without it, package report finds a scan's knee by calibrate's rule with no
 	// SLO.
