@@ -49,6 +49,15 @@ var ErrUsage = errors.New("usage error")
 // error wrapping ErrUsage for a flag mistake, and an error naming the variable for a
 // value of the environment that does not parse.
 func Load(fs *flag.FlagSet, cfg any, environ []string, args []string) error {
+	if err := register(fs, cfg, environ); err != nil {
+		return err
+	}
+	return Parse(fs, args)
+}
+
+// register fills cfg from its defaults and environ and registers its flags on fs, as
+// Load describes.
+func register(fs *flag.FlagSet, cfg any, environ []string) error {
 	specs := Describe(cfg)
 	vars := make(map[string]string, len(environ))
 	for _, kv := range environ {
@@ -80,21 +89,29 @@ func Load(fs *flag.FlagSet, cfg any, environ []string, args []string) error {
 		}
 		Print(fs.Output(), specs)
 	}
-	return Parse(fs, args)
+	return nil
 }
 
 // Parse parses args with fs, which takes no positional arguments, and maps a flag
 // mistake onto ErrUsage; -h gives flag.ErrHelp.
 func Parse(fs *flag.FlagSet, args []string) error {
+	if err := parseFlags(fs, args); err != nil {
+		return err
+	}
+	if fs.NArg() > 0 {
+		fmt.Fprintf(fs.Output(), "unexpected arguments: %q\n", fs.Args())
+		return ErrUsage
+	}
+	return nil
+}
+
+// parseFlags parses args with fs, mapping a flag mistake onto ErrUsage.
+func parseFlags(fs *flag.FlagSet, args []string) error {
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return err
 		}
 		return fmt.Errorf("%w: %v", ErrUsage, err)
-	}
-	if fs.NArg() > 0 {
-		fmt.Fprintf(fs.Output(), "unexpected arguments: %q\n", fs.Args())
-		return ErrUsage
 	}
 	return nil
 }
