@@ -32,6 +32,7 @@ type probeSettings struct {
 	Out              string `flag:"out" env:"SLOGATE_OUT" envDefault:"probe-report" help:"directory for report.json, report.md and report.html"`
 	Model            string `flag:"model" env:"SLOGATE_MODEL" envDefault:"" help:"served model name (default: the first one /v1/models lists)"`
 	Gate             bool   `flag:"gate" env:"SLOGATE_GATE" envDefault:"true" help:"run the functional gate first, and stop if it fails"`
+	Label            string `flag:"label" env:"SLOGATE_LABEL" envDefault:"" help:"names the run in slogate compare (the recipe it tries: \"vllm tp2 fp8\"); empty: its engine, version, model and start"`
 	sidecar.Push            // --push-url, --push-labels: pushed once, after the run
 }
 
@@ -72,6 +73,7 @@ func runProbe(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	progress, start := newProgress(stderr, w), time.Now()
 	rep, runErr := synth.Run(ctx, t, w, synth.Options{Gate: cfg.Gate, Progress: progress.cell})
 	progress.end()
+	rep.Label = cfg.Label
 	if err := report.WriteFiles(cfg.Out, rep); err != nil {
 		return err
 	}
