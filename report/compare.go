@@ -166,8 +166,8 @@ func ReadComparison(paths ...string) (Comparison, error) {
 }
 
 // FindRun returns the index of the run s names: a run's name or label, or its position
-// counting from 1 ("2" is the second run), in that order of precedence. The error lists
-// the runs.
+// counting from 1 ("2" is the second run, in decimal as written: not "02"), in that
+// order of precedence. The error lists the runs.
 func (c Comparison) FindRun(s string) (int, error) {
 	s = strings.TrimSpace(s)
 	for _, match := range []func(Run) bool{
@@ -180,7 +180,7 @@ func (c Comparison) FindRun(s string) (int, error) {
 			}
 		}
 	}
-	if n, err := strconv.Atoi(s); err == nil && n >= 1 && n <= len(c.Runs) {
+	if n, err := strconv.Atoi(s); err == nil && strconv.Itoa(n) == s && n >= 1 && n <= len(c.Runs) {
 		return n - 1, nil
 	}
 	names := make([]string, len(c.Runs))
