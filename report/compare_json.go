@@ -94,7 +94,7 @@ func WriteComparisonJSON(w io.Writer, c Comparison) error {
 	if err := c.check(); err != nil {
 		return err
 	}
-	doc := comparisonJSON{Schema: CompareSchema, Baseline: c.Baseline, Differences: c.Differences}
+	doc := comparisonJSON{Schema: CompareSchema, Baseline: c.Baseline, Differences: append([]Difference{}, c.Differences...)}
 	doc.Workload.Name, doc.Workload.Kind = c.Runs[0].Report.Workload.Name, c.Runs[0].Report.Workload.Kind
 	for _, r := range c.Runs {
 		rep := r.Report
