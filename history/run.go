@@ -51,6 +51,9 @@ type Change struct {
 	Delta  float64        `json:"delta"`  // (Value - Base) / Base
 	Noise  float64        `json:"noise"`  // the noise band Delta was judged against
 	Moved  synth.Movement `json:"moved"`
+	// BaseState and State are the cell's states in the previous run and in this one.
+	BaseState synth.State `json:"base_state"`
+	State     synth.State `json:"state"`
 	// Regressed is synth.Regressions' verdict: worse beyond the noise band, or a cell
 	// that was valid and no longer is. It is slogate_probe_regression.
 	Regressed bool `json:"regressed"`
@@ -123,7 +126,7 @@ func compare(base, cur synth.Report) []Change {
 			out = append(out, Change{
 				Row: c.Row, Load: c.Load(), Figure: f.Name,
 				Base: orZero(ch.Base), Value: orZero(ch.Value), Delta: orZero(ch.Delta), Noise: orZero(ch.Noise),
-				Moved: ch.Moved, Regressed: regressed[[3]string{c.Row, c.Load(), f.Name}],
+				Moved: ch.Moved, BaseState: ch.BaseSt, State: ch.ValueSt, Regressed: regressed[[3]string{c.Row, c.Load(), f.Name}],
 			})
 		}
 	}
