@@ -305,6 +305,8 @@ var (
 		"When the last probe started (Unix time); absent before the first.", []string{"workload"}, nil)
 	probeLastSuccessDesc = prometheus.NewDesc("slogate_probe_last_success",
 		"1 if the last probe completed, 0 if it failed or was stopped.", []string{"workload"}, nil)
+	probeRegressionDesc = prometheus.NewDesc("slogate_probe_regression",
+		"1 if a headline figure (output_tok_per_s, ttft_p95_s, tpot_p95_s) of a cell of the latest probe is worse than in the run before beyond the noise band, or the cell is no longer valid; 0 if not.", append(probeCellLabels, "figure"), nil)
 )
 
 // The calibration's gauges, read from a CalibrationSource at scrape time

@@ -69,6 +69,10 @@ type ProbeSnapshot struct {
 	LastOK    bool // the last probe completed
 	Cells     []ProbeCell
 	Gate      []ProbeCheck
+	// Compared are the headline figures of the cells the latest probe shares with the run
+	// before it, each with whether it regressed; nil when there is no run to compare with
+	// (no probe history, or the first run of the workload).
+	Compared []ProbeComparison
 }
 
 // ProbeCell is one cell of the latest probe report. Load names its column: the
@@ -85,6 +89,14 @@ type ProbeCell struct {
 
 // ProbeCheck is one functional-gate check of the latest probe.
 type ProbeCheck struct{ Name, Verdict string }
+
+// ProbeComparison is one headline figure of one cell of the latest probe, compared with
+// the run before it: Figure is the figure's name in the report's JSON (output_tok_per_s,
+// ttft_p95_s, tpot_p95_s).
+type ProbeComparison struct {
+	Row, Load, Figure string
+	Regressed         bool
+}
 
 // CalibrationSource reports the sidecar's calibrations. Calibration must be safe for
 // concurrent use; it is called once per scrape.

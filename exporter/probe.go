@@ -24,14 +24,15 @@ var probeVerdicts = []string{"pass", "fail", "skipped"}
 func (probeCollector) Describe(ch chan<- *prometheus.Desc) {
 	for _, d := range []*prometheus.Desc{
 		probeThroughputDesc, probeTTFT50Desc, probeTTFT95Desc, probeTPOTDesc, probeSuccessDesc, probeStateDesc, probeGateDesc,
-		probeRunningDesc, probeRunsDesc, probeHeldDesc, probeLastStartDesc, probeLastSuccessDesc,
+		probeRunningDesc, probeRunsDesc, probeHeldDesc, probeLastStartDesc, probeLastSuccessDesc, probeRegressionDesc,
 	} {
 		ch <- d
 	}
 }
 
-// Collect sends the schedule's gauges and, per cell of the latest report, its state and
-// (for valid cells) its figures.
+// Collect sends the schedule's gauges, per cell of the latest report its state and (for
+// valid cells) its figures, and per figure compared with the run before whether it
+// regressed.
 func (c probeCollector) Collect(ch chan<- prometheus.Metric) {
 	p := c.src.Probe()
 	w := p.Workload
@@ -57,6 +58,11 @@ func (c probeCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(probeTTFT50Desc, cell.TTFTp50, w, cell.Row, cell.Load)
 		gauge(probeTTFT95Desc, cell.TTFTp95, w, cell.Row, cell.Load)
 		gauge(probeTPOTDesc, cell.TPOTp95, w, cell.Row, cell.Load)
+	}
+	// Every figure compared is exported, 0 or 1, so that an alert on 1 resolves when the
+	// next run is back within the noise band rather than by its series going away.
+	for _, c := range p.Compared {
+		gauge(probeRegressionDesc, boolValue(c.Regressed), w, c.Row, c.Load, c.Figure)
 	}
 	for _, g := range p.Gate {
 		for _, v := range probeVerdicts {

@@ -35,6 +35,9 @@ type Config struct {
 	ProbeJitter         float64       `flag:"probe-jitter" env:"SLOGATE_PROBE_JITTER" envDefault:"0.1" help:"share of the probe interval added at random, so replicas do not probe in step"`
 	ProbeQuick          bool          `flag:"probe-quick" env:"SLOGATE_PROBE_QUICK" envDefault:"false" help:"run the probe workload's quick variant (about a minute)"`
 	ProbeMaxLoad        float64       `flag:"probe-max-load" env:"SLOGATE_PROBE_MAX_LOAD" envDefault:"0.5" help:"probes and calibrations hold back while live traffic holds more than this share of the engine's KV cache, the engine is saturated, or live p95 TTFT is over its SLO"`
+	ProbeHistoryDir     string        `flag:"probe-history-dir" env:"SLOGATE_PROBE_HISTORY_DIR" envDefault:"" help:"directory where the last probe runs of each workload are kept as report JSON files and read back on start (a volume, to survive restarts); each run is compared with the one before, which raises slogate_probe_regression; empty: no history"`
+	ProbeHistoryRuns    int           `flag:"probe-history-runs" env:"SLOGATE_PROBE_HISTORY_RUNS" envDefault:"20" help:"probe runs the history keeps per workload, at least 2; the oldest go first"`
+	ProbeHistoryBytes   int64         `flag:"probe-history-bytes" env:"SLOGATE_PROBE_HISTORY_BYTES" envDefault:"67108864" help:"total size of the probe runs the history keeps, all workloads together; the oldest go first, but the newest run of each workload always stays"`
 	Calibrate           bool          `flag:"calibrate" env:"SLOGATE_CALIBRATE" envDefault:"false" help:"measure each tier's knee from inside the sidecar, on POST /-/calibrate and every --calibrate-interval; it drives the engine past its knee for minutes, so choose quiet hours"`
 	CalibrateInterval   time.Duration `flag:"calibrate-interval" env:"SLOGATE_CALIBRATE_INTERVAL" envDefault:"0s" help:"time between scheduled calibrations (plus up to 10%); 0: only on POST /-/calibrate"`
 	CalibrateApply      bool          `flag:"calibrate-apply" env:"SLOGATE_CALIBRATE_APPLY" envDefault:"false" help:"put calibrated limits in force at once; false: only publish them (GET /calibration/tiers.yaml, slogate_calibration_* metrics) for review"`
@@ -126,6 +129,9 @@ func (c Config) check() error {
 	}
 	if !(c.ProbeMaxLoad > 0 && c.ProbeMaxLoad <= 1) || c.ProbeJitter < 0 || c.ProbeJitter > 1 {
 		return errors.New("--probe-max-load must be in (0,1] and --probe-jitter in [0,1]")
+	}
+	if c.ProbeHistoryRuns < 2 || c.ProbeHistoryBytes <= 0 {
+		return errors.New("--probe-history-runs must be at least 2 (a run is compared with the one before) and --probe-history-bytes positive")
 	}
 	if c.Calibrate && (c.CalibrateInterval < 0 || c.CalibrateRound < time.Second || c.CalibrateOutput < 2) {
 		return errors.New("--calibrate-interval must not be negative, --calibrate-round must be at least 1s and --calibrate-output at least 2 tokens")

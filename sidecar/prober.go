@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strconv"
 
 	"github.com/slogate/slogate/exporter"
 	"github.com/slogate/slogate/proxy"
@@ -45,6 +44,7 @@ func (s *Sidecar) newProber(w *synth.Workload) {
 		},
 		Workload: *w, Interval: s.cfg.ProbeInterval, Jitter: s.cfg.ProbeJitter,
 		Guard: s.work.guard("probe", false), Logger: s.log, Clock: s.clock,
+		OnReport: s.storeProbe,
 	})
 }
 
@@ -59,8 +59,14 @@ func (ps probeSource) Probe() exporter.ProbeSnapshot {
 		Workload: sched.Workload().Name, Running: st.Running, Runs: st.Runs, Held: st.Held,
 		LastStart: st.LastStart, LastEnd: st.LastEnd, LastOK: st.LastErr == "",
 	}
-	if rep, ok := sched.Latest(); ok {
+	rep, run, ok := ps.s.latestProbe()
+	if ok {
 		AddReport(&p, rep)
+	}
+	if run != nil {
+		for _, c := range run.Changes {
+			p.Compared = append(p.Compared, exporter.ProbeComparison{Row: c.Row, Load: c.Load, Figure: c.Figure, Regressed: c.Regressed})
+		}
 	}
 	return p
 }
@@ -68,12 +74,8 @@ func (ps probeSource) Probe() exporter.ProbeSnapshot {
 // AddReport adds the cells and gate checks of rep to p.
 func AddReport(p *exporter.ProbeSnapshot, rep synth.Report) {
 	for _, c := range rep.Cells {
-		load := strconv.Itoa(c.Concurrency)
-		if c.Multiple > 0 {
-			load = strconv.FormatFloat(c.Multiple, 'f', -1, 64) + "x"
-		}
 		p.Cells = append(p.Cells, exporter.ProbeCell{
-			Row: c.Row, Load: load, State: string(c.State), Throughput: c.Throughput,
+			Row: c.Row, Load: c.Load(), State: string(c.State), Throughput: c.Throughput,
 			TTFTp50: c.TTFTp50, TTFTp95: c.TTFTp95, TPOTp95: c.TPOTp95, SuccessRate: c.SuccessRate,
 		})
 	}
@@ -83,8 +85,9 @@ func AddReport(p *exporter.ProbeSnapshot, rep synth.Report) {
 }
 
 // probeRoutes adds the prober's admin endpoints: the latest report in its three forms,
-// and POST /-/probe to probe now.
+// POST /-/probe to probe now, and the probe history's (history.go).
 func (s *Sidecar) probeRoutes(mux *http.ServeMux) {
+	s.historyRoutes(mux)
 	for _, form := range report.Forms {
 		mux.HandleFunc("GET /probe/report."+form.Ext, func(w http.ResponseWriter, _ *http.Request) {
 			sched := s.prober
@@ -92,7 +95,7 @@ func (s *Sidecar) probeRoutes(mux *http.ServeMux) {
 				http.Error(w, "no probe is scheduled (--probe-workload is not set)", http.StatusNotFound)
 				return
 			}
-			rep, ok := sched.Latest()
+			rep, _, ok := s.latestProbe()
 			if !ok {
 				http.Error(w, "no probe has finished yet", http.StatusNotFound)
 				return

@@ -32,6 +32,7 @@ import (
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/exporter"
 	"github.com/slogate/slogate/gpu"
+	"github.com/slogate/slogate/history"
 	"github.com/slogate/slogate/proxy"
 	statuspage "github.com/slogate/slogate/status"
 	"github.com/slogate/slogate/synth"
@@ -73,6 +74,7 @@ type Sidecar struct {
 	live      *statuspage.Window // recent live requests, for the status page
 
 	prober      *synth.Schedule     // nil without scheduled probes
+	history     *history.Store      // nil without --probe-history-dir
 	calibration *calibrate.Schedule // nil unless Config.Calibrate
 	work        *arbiter
 
@@ -127,6 +129,9 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 		}
 	}()
 	s.work = &arbiter{live: s.liveBusy}
+	if err := s.openHistory(); err != nil {
+		return nil, err
+	}
 	s.newProber(probes)
 	s.newCalibrator()
 	s.reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))

@@ -27,6 +27,9 @@ func (s *Sidecar) statusPage() http.Handler {
 	if s.calibration != nil {
 		cfg.Calibration = statusCalibration{s}
 	}
+	if s.history != nil {
+		cfg.History = s.history
+	}
 	return statuspage.New(cfg)
 }
 
@@ -43,7 +46,7 @@ var _ statuspage.ProbeSource = statusProbe{}
 func (a statusProbe) Probe() statuspage.Probe {
 	sched := a.s.prober
 	p := statuspage.Probe{Workload: sched.Workload().Name, Status: sched.Status()}
-	if rep, ok := sched.Latest(); ok {
+	if rep, _, ok := a.s.latestProbe(); ok {
 		p.Report = &rep
 	}
 	return p

@@ -1,6 +1,7 @@
 // Package status serves slogate's status page on the admin listener: live SLO
 // attainment and p95 TTFT/TPOT per tier, admission limits and queues, the engine's
-// snapshot, the latest probe matrix as a heatmap and the latest calibration's curves.
+// snapshot, the latest probe matrix as a heatmap, the probe history's trends and
+// regressions, and the latest calibration's curves.
 //
 // The page is server-rendered HTML with inline CSS and SVG and no script or external
 // asset, so it works in a pod without internet access; it reloads itself every few
@@ -66,6 +67,7 @@ type Config struct {
 	Live        LiveSource        // nil: no live numbers
 	Probe       ProbeSource       // nil: the sidecar does not probe
 	Calibration CalibrationSource // nil: the sidecar does not calibrate
+	History     HistorySource     // nil: the sidecar keeps no probe history
 	SLO         measure.SLO       // the sidecar's SLOs, for requests no tier classified
 	Refresh     time.Duration     // how often the page reloads itself; default 5 s
 	Clock       clock.Clock       // default clock.Real
@@ -147,5 +149,6 @@ func (p *Page) view() pageView {
 	}
 	v.Probe = probeView(p.cfg.Probe, now)
 	v.Calibration = calibrationView(p.cfg.Calibration, now)
+	v.History = historyView(p.cfg.History, now)
 	return v
 }

@@ -23,6 +23,7 @@ type pageView struct {
 	Admission   []admissionRow
 	Engine      enginePart
 	Probe       probePart
+	History     historyPart
 	Calibration calibrationPart
 }
 

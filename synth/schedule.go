@@ -31,6 +31,10 @@ type ScheduleConfig struct {
 	Retry    time.Duration // wait after a held-back probe; default a minute
 	Logger   *slog.Logger
 	Clock    clock.Clock // the schedule's timers (not the probe's measurements: Target.Clock); default clock.Real
+	// OnReport, when set, is called with every report the schedule keeps (see Latest),
+	// once it is Latest, on the probe's goroutine: the next probe does not start before
+	// it returns.
+	OnReport func(Report)
 }
 
 // Schedule runs a workload against a target every Interval (plus up to Jitter of it at
@@ -62,6 +66,9 @@ func (s *Schedule) probe(ctx context.Context) error {
 		s.mu.Lock()
 		s.latest = &rep
 		s.mu.Unlock()
+		if s.cfg.OnReport != nil {
+			s.cfg.OnReport(rep)
+		}
 	}
 	return err
 }

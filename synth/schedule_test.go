@@ -3,6 +3,7 @@ package synth
 import (
 	"context"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -165,7 +166,13 @@ func TestScheduleStoppedDuringRun(t *testing.T) {
 	g := &trafficGuard{}
 	// Two cells of 1 s rounds (on the wall clock: the probe's), stopped in the first.
 	w := Workload{Name: "long", Kind: Shapes, Shapes: []Shape{{"s", 32, 8}}, Concurrency: []int{1, 2}, Duration: measure.Duration(time.Second)}
-	s := NewSchedule(ScheduleConfig{Target: tg, Workload: w, Guard: g, Retry: retry, Clock: clk})
+	var kept []Report // told by OnReport: the completed probe only, not the stopped ones
+	var mu sync.Mutex
+	s := NewSchedule(ScheduleConfig{Target: tg, Workload: w, Guard: g, Retry: retry, Clock: clk, OnReport: func(r Report) {
+		mu.Lock()
+		defer mu.Unlock()
+		kept = append(kept, r)
+	}})
 	runSchedule(t, s)
 	s.Trigger()
 	await(t, s, "the probe runs", func(st ScheduleStatus) bool { return st.Running })
@@ -184,6 +191,11 @@ func TestScheduleStoppedDuringRun(t *testing.T) {
 	rep, ok := s.Latest()
 	if !ok || len(rep.Cells) != 2 {
 		t.Errorf("Latest: %d cells, ok %v; want the completed probe's 2", len(rep.Cells), ok)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(kept) != 1 || len(kept[0].Cells) != 2 || !kept[0].Started.Equal(rep.Started) {
+		t.Errorf("OnReport told of %d reports; want the completed probe's only", len(kept))
 	}
 }
 

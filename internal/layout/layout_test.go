@@ -73,6 +73,9 @@ func TestDependencyRules(t *testing.T) {
 			return to == "proxy" && (from == "admission" || from == "engine" || from == "synth" || from == "exporter")
 		}},
 		{"synth does not import admission", func(from, to string) bool { return from == "synth" && to == "admission" }},
+		{"history imports synth and report, nothing else of the module", func(from, to string) bool {
+			return from == "history" && to != "synth" && to != "report"
+		}},
 		{"calibrate does not import report (rendering stays out of measuring)", func(from, to string) bool {
 			return from == "calibrate" && to == "report"
 		}},
