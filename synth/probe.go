@@ -81,7 +81,8 @@ type Options struct {
 
 // Run runs workload w against t and returns its report. Without a model name, t takes
 // the first the engine lists. The engine's KV capacity and kind are read from its
-// metrics first (capacity decides which matrix cells are over capacity). Run stops
+// metrics first (capacity decides which matrix cells are over capacity), then how it
+// runs, its version and flags, as far as it tells (engine.Scraper.Info). Run stops
 // early, with what it measured, when ctx ends.
 func Run(ctx context.Context, t *Target, w Workload, opts Options) (Report, error) {
 	if err := w.Validate(); err != nil {
@@ -97,11 +98,15 @@ func Run(ctx context.Context, t *Target, w Workload, opts Options) (Report, erro
 	// The scrape goes through the target's transport, as the requests do (a custom one
 	// may dial where the default cannot), with a timeout of its own.
 	scrape := &http.Client{Transport: t.client().Transport, Timeout: 10 * time.Second}
-	snap := engine.NewScraper(engine.ScraperConfig{BaseURL: t.BaseURL, APIKey: t.APIKey, Timeout: 10 * time.Second, Client: scrape}).Scrape(ctx)
+	sc := engine.NewScraper(engine.ScraperConfig{BaseURL: t.BaseURL, APIKey: t.APIKey, Timeout: 10 * time.Second, Client: scrape})
+	snap := sc.Scrape(ctx)
 	rep.Engine = snap.Kind.String()
 	if engine.Known(snap.KVCapacityTokens) {
 		rep.KVCapacity = int(snap.KVCapacityTokens)
 	}
+	// What the engine does not tell, or fails to, is left out; it does not stop the run.
+	info, _ := sc.Info(ctx)
+	rep.EngineVersion, rep.EngineFlags = info.Version, info.Flags
 	if opts.Gate {
 		rep.Gate = t.RunGate(ctx)
 		if !GatePassed(rep.Gate) {
