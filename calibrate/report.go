@@ -18,6 +18,7 @@ func (r Result) Reports() []synth.Report {
 	for _, t := range r.Tiers {
 		rep := synth.Report{
 			Schema: synth.SchemaVersion, Target: r.Target, Model: r.Model, Engine: r.Engine,
+			EngineVersion: r.EngineVersion, EngineFlags: r.EngineFlags,
 			Started: r.Started, Finished: r.Finished, Reference: t.Reference,
 			Workload: synth.Workload{Name: "calibration-" + t.Tier, Kind: synth.Scan, Shapes: []synth.Shape{t.Shape}, ReferenceRate: t.Reference},
 		}

@@ -15,12 +15,16 @@ import (
 
 // Result is a calibration: when, against what, and each tier's curve, knee and limits.
 type Result struct {
-	Started  time.Time    `yaml:"started" json:"started"`
-	Finished time.Time    `yaml:"finished" json:"finished"`
-	Target   string       `yaml:"target" json:"target"` // the engine's base URL, any password in it masked
-	Model    string       `yaml:"model" json:"model"`
-	Engine   string       `yaml:"engine,omitempty" json:"engine,omitempty"`
-	Tiers    []TierResult `yaml:"tiers" json:"tiers"`
+	Started  time.Time `yaml:"started" json:"started"`
+	Finished time.Time `yaml:"finished" json:"finished"`
+	Target   string    `yaml:"target" json:"target"` // the engine's base URL, any password in it masked
+	Model    string    `yaml:"model" json:"model"`
+	Engine   string    `yaml:"engine,omitempty" json:"engine,omitempty"`
+	// EngineVersion and EngineFlags are how the engine ran, as far as it tells
+	// (synth.Target.ReadEngine): the limits hold for the engine run so.
+	EngineVersion string            `yaml:"engine_version,omitempty" json:"engine_version,omitempty"`
+	EngineFlags   map[string]string `yaml:"engine_flags,omitempty" json:"engine_flags,omitempty"`
+	Tiers         []TierResult      `yaml:"tiers" json:"tiers"`
 }
 
 // TierResult is one tier's measurement. Knee indexes Points (-1: none sustainable).
@@ -42,7 +46,8 @@ type TierResult struct {
 // of the plan's estimate are done.
 type Progress func(tier string, p Point, done, total int)
 
-// Run calibrates every tier of plan against t, one after another. A tier whose
+// Run calibrates every tier of plan against t, one after another, having read how the
+// engine runs (its version and flags, for the provenance). A tier whose
 // measurement fails carries the error and no limits; Run stops early, with what it
 // measured, when ctx ends.
 func Run(ctx context.Context, t *synth.Target, plan Plan, engine string, progress Progress) (Result, error) {
@@ -51,6 +56,8 @@ func Run(ctx context.Context, t *synth.Target, plan Plan, engine string, progres
 		return Result{}, err
 	}
 	res := Result{Started: time.Now(), Target: t.Redacted(), Model: t.Model, Engine: engine}
+	e := t.ReadEngine(ctx)
+	res.EngineVersion, res.EngineFlags = e.Version, e.Flags
 	c := run{t: t, plan: plan, progress: progress, total: len(plan.Tiers) * (len(plan.Multiples) + 3)}
 	for _, tp := range plan.Tiers {
 		if ctx.Err() != nil {

@@ -11,12 +11,17 @@ import (
 	"sync/atomic"
 	"time"
 
+	dto "github.com/prometheus/client_model/go"
+
 	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/internal/signal"
 )
 
 // maxExposition bounds the metrics body read from the engine.
 const maxExposition = 16 << 20
+
+// metricsAccept is the Accept header of a /metrics read: the text format 0.0.4.
+const metricsAccept = "text/plain;version=0.0.4"
 
 // ErrNotScraped is the error of the snapshot a Scraper holds before its first scrape.
 var ErrNotScraped = errors.New("engine: not scraped yet")
@@ -151,23 +156,32 @@ func (s *Scraper) Scrape(ctx context.Context) Snapshot {
 }
 
 func (s *Scraper) readMetrics(ctx context.Context) (reading, error) {
-	resp, err := s.get(ctx, "/metrics", "text/plain;version=0.0.4")
+	resp, err := s.get(ctx, "/metrics", metricsAccept)
 	if err != nil {
 		return reading{}, err
 	}
 	defer resp.Body.Close()
+	fams, err := s.families(resp)
+	if err != nil {
+		return reading{}, err
+	}
+	return read(fams, s.kind)
+}
+
+// families parses the exposition of a /metrics response, at most s.maxBody bytes.
+func (s *Scraper) families(resp *http.Response) (map[string]*dto.MetricFamily, error) {
 	fams, err := parseExposition(&limitedReader{r: resp.Body, n: s.maxBody})
 	if errors.Is(err, ErrTooLarge) {
-		return reading{}, fmt.Errorf("%w: the body exceeds %d bytes and was not parsed", ErrTooLarge, s.maxBody)
+		return nil, fmt.Errorf("%w: the body exceeds %d bytes and was not parsed", ErrTooLarge, s.maxBody)
 	}
 	if err != nil {
 		if ct := resp.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/plain") {
 			// We ask for text 0.0.4; say what the engine sent instead.
-			return reading{}, fmt.Errorf("%w (Content-Type %q)", err, ct)
+			return nil, fmt.Errorf("%w (Content-Type %q)", err, ct)
 		}
-		return reading{}, err
+		return nil, err
 	}
-	return read(fams, s.kind)
+	return fams, nil
 }
 
 // limitedReader reads at most n bytes from r and then fails with ErrTooLarge if r holds

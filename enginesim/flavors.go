@@ -65,16 +65,7 @@ var vllmSpec = flavorSpec{
 	success:      valueSpec{name: "vllm:request_success_total", help: "Count of successfully processed requests."},
 	successLabel: "finished_reason",
 	info: func(p Profile) (string, string, prometheus.Labels) {
-		return "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", prometheus.Labels{
-			"block_size":             itoa(p.BlockSize),
-			"num_gpu_blocks":         itoa(p.NumBlocks),
-			"kv_cache_size_tokens":   itoa(p.KVCapacity()),
-			"enable_prefix_caching":  pyBool(p.PrefixCaching),
-			"cache_dtype":            "auto",
-			"gpu_memory_utilization": "0.9",
-			"num_cpu_blocks":         "None",
-			"engine":                 "0",
-		}
+		return "vllm:cache_config_info", "Information of the LLMEngine CacheConfig", vllmCacheConfig(p)
 	},
 }
 

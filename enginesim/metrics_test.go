@@ -266,7 +266,7 @@ func TestVLLMMetrics(t *testing.T) {
 		expected := `
 # HELP vllm:cache_config_info Information of the LLMEngine CacheConfig
 # TYPE vllm:cache_config_info gauge
-vllm:cache_config_info{block_size="16",cache_dtype="auto",enable_prefix_caching="False",engine="0",gpu_memory_utilization="0.9",kv_cache_size_tokens="2097152",num_cpu_blocks="None",num_gpu_blocks="131072"} 1
+vllm:cache_config_info{_block_size_resolved="True",attn_group_size="None",block_size="16",cache_dtype="auto",effective_attention_block_size="None",enable_mamba_fine_grained_prefix_cache="False",enable_prefix_caching="False",engine="0",gpu_memory_utilization="0.9",is_attention_free="False",kv_cache_dtype_skip_layers="[]",kv_cache_layout="None",kv_cache_max_concurrency="512.0",kv_cache_memory_bytes="None",kv_cache_size_tokens="2097152",kv_offloading_backend="native",kv_offloading_size="None",kv_sharing_fast_prefill="False",mamba_block_size="None",mamba_cache_dtype="auto",mamba_cache_mode="none",mamba_page_size_padded="None",mamba_ssm_cache_dtype="auto",num_cpu_blocks="None",num_gpu_blocks="131072",num_gpu_blocks_override="None",prefix_cache_retention_interval="0",prefix_caching_hash_algo="sha256",prefix_match_unit="None",replayssm_buffer_len="16",skip_page_size_padded="None",sliding_window="None",use_kda_recoverssm="False",use_replayssm="False",user_specified_block_size="False",user_specified_mamba_block_size="False"} 1
 `
 		sameFamilies(t, fams, expected)
 	})

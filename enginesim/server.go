@@ -110,9 +110,11 @@ func (s *Server) routes() {
 	s.mux.HandleFunc("GET /health", s.serveHealth)
 	s.mux.Handle("GET /metrics", promhttp.HandlerFor(s.reg, promhttp.HandlerOpts{}))
 	if s.cfg.Flavor == FlavorSGLang {
+		s.mux.HandleFunc("GET /server_info", s.serveServerInfo)
 		s.mux.HandleFunc("GET /get_server_info", s.serveServerInfo)
 		s.mux.HandleFunc("POST /generate", s.serveGenerate)
 	} else {
+		s.mux.HandleFunc("GET /version", s.serveVersion)
 		s.mux.HandleFunc("POST /v1/responses", s.serveGenerate)
 	}
 	s.mux.HandleFunc("POST /v1/embeddings", s.servePooling)
@@ -234,23 +236,6 @@ func (s *Server) serveModels(w http.ResponseWriter, _ *http.Request) {
 	}
 	data := append([]any{card}, s.lora.cards(p.Model)...)
 	writeJSON(w, http.StatusOK, map[string]any{"object": "list", "data": data})
-}
-
-func (s *Server) serveServerInfo(w http.ResponseWriter, _ *http.Request) {
-	p := s.cfg.Profile
-	writeJSON(w, http.StatusOK, map[string]any{
-		"model_path":           p.Model,
-		"served_model_name":    p.Model,
-		"tp_size":              1,
-		"chunked_prefill_size": p.MaxBatchedTokens,
-		"max_running_requests": p.MaxNumSeqs,
-		"page_size":            p.BlockSize,
-		"context_length":       p.MaxModelLen,
-		"max_total_num_tokens": p.KVCapacity(),
-		"disable_radix_cache":  !p.PrefixCaching,
-		"status":               "ready",
-		"version":              "enginesim",
-	})
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

@@ -98,39 +98,67 @@ func TestHealth(t *testing.T) {
 	})
 }
 
+// TestServerInfo: each flavour answers the engine's own questions about itself (SGLang's
+// server info under both its paths, vLLM's /version) from the profile, and not the other's.
 func TestServerInfo(t *testing.T) {
 	cases := []struct {
 		flavor Flavor
+		path   string
 		status int
 	}{
-		{FlavorSGLang, 200},
-		{FlavorVLLM, 404},
+		{FlavorSGLang, "/server_info", 200},
+		{FlavorSGLang, "/get_server_info", 200},
+		{FlavorSGLang, "/version", 404},
+		{FlavorVLLM, "/get_server_info", 404},
+		{FlavorVLLM, "/server_info", 404},
+		{FlavorVLLM, "/version", 200},
 	}
 	for _, tc := range cases {
-		t.Run(string(tc.flavor), func(t *testing.T) {
-			p := tinyProfile(t, nil)
+		t.Run(string(tc.flavor)+tc.path, func(t *testing.T) {
+			p := tinyProfile(t, func(p *Profile) { p.Speculation = Speculation{DraftTokens: 3, AcceptRate: 0.5} })
 			sim := startSim(t, Config{Flavor: tc.flavor, Profile: p})
-			status, _, data := sim.do(http.MethodGet, "/get_server_info", "", nil)
+			status, _, data := sim.do(http.MethodGet, tc.path, "", nil)
 			if status != tc.status {
 				t.Fatalf("status %d, want %d", status, tc.status)
 			}
 			if status != http.StatusOK {
 				return
 			}
+			if tc.path == "/version" {
+				var v map[string]string
+				if err := json.Unmarshal(data, &v); err != nil || len(v) != 1 || v["version"] != simVersion {
+					t.Errorf("/version = %s (%v), want {\"version\": %q}", data, err, simVersion)
+				}
+				return
+			}
 			var info struct {
-				MaxTotalNumTokens  int    `json:"max_total_num_tokens"`
-				PageSize           int    `json:"page_size"`
-				ServedModelName    string `json:"served_model_name"`
-				ContextLength      int    `json:"context_length"`
-				MaxRunningRequests int    `json:"max_running_requests"`
-				Status             string `json:"status"`
+				MaxTotalNumTokens  int     `json:"max_total_num_tokens"`
+				MaxReqInputLen     int     `json:"max_req_input_len"`
+				PageSize           int     `json:"page_size"`
+				ServedModelName    string  `json:"served_model_name"`
+				ContextLength      int     `json:"context_length"`
+				MaxRunningRequests int     `json:"max_running_requests"`
+				ChunkedPrefill     int     `json:"chunked_prefill_size"`
+				DisableRadixCache  bool    `json:"disable_radix_cache"`
+				SpecSteps          int     `json:"speculative_num_steps"`
+				SpecDraftTokens    int     `json:"speculative_num_draft_tokens"`
+				APIKey             *string `json:"api_key"`
+				Status             string  `json:"status"`
+				Version            string  `json:"version"`
+				InternalStates     []struct {
+					MaxRunningRequests int `json:"max_running_requests"`
+				} `json:"internal_states"`
 			}
 			if err := json.Unmarshal(data, &info); err != nil {
 				t.Fatal(err)
 			}
 			if info.MaxTotalNumTokens != p.KVCapacity() || info.PageSize != p.BlockSize || info.ServedModelName != p.Model ||
-				info.ContextLength != p.MaxModelLen || info.MaxRunningRequests != p.MaxNumSeqs || info.Status != "ready" {
-				t.Errorf("server info = %+v, want capacity %d page %d model %s", info, p.KVCapacity(), p.BlockSize, p.Model)
+				info.ContextLength != p.MaxModelLen || info.MaxReqInputLen != p.MaxModelLen-1 ||
+				info.MaxRunningRequests != p.MaxNumSeqs || info.ChunkedPrefill != p.MaxBatchedTokens ||
+				info.DisableRadixCache != !p.PrefixCaching || info.SpecSteps != 3 || info.SpecDraftTokens != 4 ||
+				info.APIKey != nil || info.Status != "ready" || info.Version != simVersion ||
+				len(info.InternalStates) != 1 || info.InternalStates[0].MaxRunningRequests != p.MaxNumSeqs {
+				t.Errorf("server info = %+v, want the profile's %+v", info, p)
 			}
 		})
 	}

@@ -12,7 +12,8 @@ import (
 
 // WriteHTML writes r as one self-contained HTML page: inline CSS and inline SVG, no
 // script and no external asset, so it opens offline. It carries the header and the gate
-// of WriteMarkdown, then by the workload's kind:
+// of WriteMarkdown (the engine's flags, if it reported any, folded in
+// details#engine-flags), then by the workload's kind:
 //   - matrix: the prefill table (table#prefill-table);
 //   - matrix and shapes: a heatmap of total output tok/s (svg#heatmap, with one
 //     rect.cell per report cell carrying data-state, data-row and data-concurrency, and
@@ -76,6 +77,14 @@ func (d *htmlDoc) header(r synth.Report) {
 		d.linef(`<dt>%s</dt><dd>%s</dd>`, esc(f.key), esc(f.value))
 	}
 	d.linef(`</dl>`)
+	if flags := engineFlags(r); len(flags) > 0 {
+		d.linef(`<details id="engine-flags"><summary>%s</summary>`, esc(flagsTitle(len(flags))))
+		d.linef(`<dl class="meta">`)
+		for _, f := range flags {
+			d.linef(`<dt>%s</dt><dd>%s</dd>`, esc(f.key), esc(f.value))
+		}
+		d.linef(`</dl></details>`)
+	}
 }
 
 func (d *htmlDoc) gate(r synth.Report) {

@@ -10,8 +10,8 @@ import (
 )
 
 // WriteMarkdown writes r as a Markdown document laid out like the results of the
-// published write-ups (docs/simulator.md): a header (workload, target, model, engine,
-// KV capacity, times), the functional gate, then by the workload's kind the prefill table and the sustained-decode
+// published write-ups (docs/simulator.md): a header (workload, target, model, engine and
+// its version, KV capacity, times, then the engine's flags as a nested list), the functional gate, then by the workload's kind the prefill table and the sustained-decode
 // matrix, the shapes matrix, or the rate-scan table with its knee, and last every
 // measurement in one table. Text taken from the report is escaped, so no name, reason or
 // detail can break a table or inject HTML. The document goes to w in a single Write.
@@ -46,6 +46,12 @@ func (d *mdDoc) header(r synth.Report) {
 	fmt.Fprintf(d, "# slogate probe: %s\n\n", mdEsc(orDash(r.Workload.Name)))
 	for _, f := range headerFields(r) {
 		fmt.Fprintf(d, "- **%s:** %s\n", f.key, mdEsc(f.value))
+	}
+	if flags := engineFlags(r); len(flags) > 0 {
+		fmt.Fprintf(d, "- **%s:**\n", flagsTitle(len(flags)))
+		for _, f := range flags {
+			fmt.Fprintf(d, "  - %s = %s\n", mdEsc(f.key), mdEsc(f.value))
+		}
 	}
 	d.WriteString("\n")
 }

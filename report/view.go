@@ -2,6 +2,7 @@ package report
 
 import (
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"strconv"
@@ -30,7 +31,7 @@ func headerFields(r synth.Report) []field {
 		{"Plan", planSummary(r.Workload)},
 		{"Target", orDash(r.RedactedTarget())},
 		{"Model", orDash(r.Model)},
-		{"Engine", orDash(r.Engine)},
+		{"Engine", engineSummary(r)},
 		{"KV capacity", kv},
 		{"Prompts", promptSummary(r.Prompts)},
 	}
@@ -41,6 +42,31 @@ func headerFields(r synth.Report) []field {
 		field{"Started", fmtTime(r.Started)},
 		field{"Finished", fmtTime(r.Finished)},
 		field{"Duration", fmtSpan(r.Started, r.Finished)})
+}
+
+// engineSummary names the engine and, when it told, its version: "vllm 0.11.0".
+func engineSummary(r synth.Report) string {
+	if r.EngineVersion == "" {
+		return orDash(r.Engine)
+	}
+	return orDash(r.Engine) + " " + r.EngineVersion
+}
+
+// engineFlags lists the settings the engine reported, by name (Report.EngineFlags).
+func engineFlags(r synth.Report) []field {
+	fs := make([]field, 0, len(r.EngineFlags))
+	for _, k := range slices.Sorted(maps.Keys(r.EngineFlags)) {
+		fs = append(fs, field{k, r.EngineFlags[k]})
+	}
+	return fs
+}
+
+// flagsTitle introduces the engine's settings.
+func flagsTitle(n int) string {
+	if n == 1 {
+		return "Engine flags (1, as the engine reports it)"
+	}
+	return fmt.Sprintf("Engine flags (%d, as the engine reports them)", n)
 }
 
 // promptSummary says how the run wrote its prompts.

@@ -81,7 +81,8 @@ type Options struct {
 
 // Run runs workload w against t and returns its report. Without a model name, t takes
 // the first the engine lists. The engine's KV capacity and kind are read from its
-// metrics first (capacity decides which matrix cells are over capacity). Run stops
+// metrics first (capacity decides which matrix cells are over capacity), then how it
+// runs, its version and flags, as far as it tells (ReadEngine). Run stops
 // early, with what it measured, when ctx ends.
 func Run(ctx context.Context, t *Target, w Workload, opts Options) (Report, error) {
 	if err := w.Validate(); err != nil {
@@ -94,14 +95,8 @@ func Run(ctx context.Context, t *Target, w Workload, opts Options) (Report, erro
 		}
 	}
 	rep := Report{Schema: SchemaVersion, Workload: w, Target: t.BaseURL, Model: t.Model, Started: t.now()}
-	// The scrape goes through the target's transport, as the requests do (a custom one
-	// may dial where the default cannot), with a timeout of its own.
-	scrape := &http.Client{Transport: t.client().Transport, Timeout: 10 * time.Second}
-	snap := engine.NewScraper(engine.ScraperConfig{BaseURL: t.BaseURL, APIKey: t.APIKey, Timeout: 10 * time.Second, Client: scrape}).Scrape(ctx)
-	rep.Engine = snap.Kind.String()
-	if engine.Known(snap.KVCapacityTokens) {
-		rep.KVCapacity = int(snap.KVCapacityTokens)
-	}
+	e := t.ReadEngine(ctx)
+	rep.Engine, rep.KVCapacity, rep.EngineVersion, rep.EngineFlags = e.Kind, e.KVCapacity, e.Version, e.Flags
 	if opts.Gate {
 		rep.Gate = t.RunGate(ctx)
 		if !GatePassed(rep.Gate) {
@@ -129,6 +124,32 @@ func Run(ctx context.Context, t *Target, w Workload, opts Options) (Report, erro
 	}
 	rep.Finished = t.now()
 	return rep, ctx.Err()
+}
+
+// EngineState is what a run reads of the engine before it loads it.
+type EngineState struct {
+	Kind       string            // "vllm", "sglang", or "auto" when its metrics did not say
+	KVCapacity int               // KV cache size in tokens; 0: unknown
+	Version    string            // "" when the engine does not say
+	Flags      map[string]string // the settings it reports (engine.Info); nil: none
+}
+
+// ReadEngine reads the engine's kind and KV capacity from one scrape of its metrics,
+// then its version and flags (engine.Scraper.Info), through t's transport, as the
+// requests go (a custom one may dial where the default cannot), each read with a timeout
+// of its own. What the engine does not tell, or fails to, is left out: ReadEngine never
+// fails.
+func (t *Target) ReadEngine(ctx context.Context) EngineState {
+	scrape := &http.Client{Transport: t.client().Transport, Timeout: 10 * time.Second}
+	sc := engine.NewScraper(engine.ScraperConfig{BaseURL: t.BaseURL, APIKey: t.APIKey, Timeout: 10 * time.Second, Client: scrape})
+	snap := sc.Scrape(ctx)
+	e := EngineState{Kind: snap.Kind.String()}
+	if engine.Known(snap.KVCapacityTokens) {
+		e.KVCapacity = int(snap.KVCapacityTokens)
+	}
+	info, _ := sc.Info(ctx)
+	e.Version, e.Flags = info.Version, info.Flags
+	return e
 }
 
 // runner carries one run's state.
