@@ -6,8 +6,8 @@ import (
 )
 
 // Where a chart's labels go. Each label gets a box beside its point, in priority order:
-// the first of a fixed list of positions (above, below, right, left, then the
-// diagonals) where the box lies inside the plot area, clear of every point's marker and
+// the first of a fixed list of positions (above, below, the diagonals, right, left)
+// where the box lies inside the plot area, clear of every point's marker and
 // of every label placed before it. A label with no such position is left off: its point
 // keeps its tooltip, and the report's tables list every point. A label that keeps (a
 // mark's, an extreme point's) is placed before the others, over a marker or pushed
@@ -92,19 +92,34 @@ func (l label) size() (float64, float64) {
 	return textWidth(l.text, labelSize, l.bold) + 2*labelPad, labelHeight * labelSize
 }
 
-// candidates are the boxes l may take, in order of preference.
-func (l label) candidates() []box {
+// candidates are the boxes l may take, in order of preference: above and below its
+// anchor (slid sideways to stay inside area, as far as the anchor stays under the box),
+// the diagonals, then right and left (slid up or down likewise). Above and below come
+// first because the line through a point mostly runs left and right of it.
+func (l label) candidates(area box) []box {
 	w, h := l.size()
 	c, x, y := l.clear, l.x, l.y
 	at := func(x0, y0 float64) box { return box{x0, y0, x0 + w, y0 + h} }
-	above, below := at(x-w/2, y-c-h), at(x-w/2, y+c)
-	right, left := at(x+c, y-h/2), at(x-c-w, y-h/2)
+	slideX := func(b box) box {
+		if x0 := max(min(b.x0, area.x1-w), area.x0); x0 <= x && x <= x0+w {
+			return at(x0, b.y0)
+		}
+		return b
+	}
+	slideY := func(b box) box {
+		if y0 := max(min(b.y0, area.y1-h), area.y0); y0 <= y && y <= y0+h {
+			return at(b.x0, y0)
+		}
+		return b
+	}
+	above, below := slideX(at(x-w/2, y-c-h)), slideX(at(x-w/2, y+c))
+	right, left := slideY(at(x+c, y-h/2)), slideY(at(x-c-w, y-h/2))
 	aboveRight, belowRight := at(x+c, y-c-h), at(x+c, y+c)
 	aboveLeft, belowLeft := at(x-c-w, y-c-h), at(x-c-w, y+c)
 	if l.mark {
 		return []box{belowRight, right, aboveRight, belowLeft, left, aboveLeft, below, above}
 	}
-	return []box{above, below, right, left, aboveRight, belowRight, aboveLeft, belowLeft}
+	return []box{above, below, aboveRight, aboveLeft, belowRight, belowLeft, right, left}
 }
 
 // placeLabels places labels inside area: the labels that keep first, then the others,
@@ -138,13 +153,13 @@ func placeLabels(area box, markers []box, labels []label) []label {
 		if l.text == "" || !finite(l.x) || !finite(l.y) || !finite(l.clear) {
 			return l
 		}
-		first := l.candidates()
+		first := l.candidates(area)
 		cands := first
 		if l.keep { // then over markers, then beside the anchor moved into the area, pushed inside it
 			cands = append(slices.Clone(first), first...)
 			in := l
 			in.x, in.y = min(max(l.x, area.x0), area.x1), min(max(l.y, area.y0), area.y1)
-			for _, b := range in.candidates() {
+			for _, b := range in.candidates(area) {
 				cands = append(cands, clampBox(b, area))
 			}
 		}
