@@ -14,7 +14,7 @@ FUZZ_TARGETS := \
 	./enginesim:FuzzParseIDs ./synth:FuzzLooped ./synth:FuzzParseWorkload \
 	./proxy:FuzzProxyResponse ./engine:FuzzScrape ./engine:FuzzParseKind ./admission:FuzzParseNames \
 	./calibrate:FuzzFromConfig ./calibrate:FuzzPlanOnly ./report:FuzzReadJSON ./enginesim:FuzzScript \
-	./report:FuzzCalibrationReports ./report:FuzzFindRun \
+	./report:FuzzCalibrationReports ./report:FuzzFindRun ./report:FuzzPlaceLabels ./engine:FuzzInfo \
 	./gpu:FuzzParseDCGM ./exporter:FuzzPushURL ./exporter:FuzzPushLabels ./settings:FuzzSettings \
 	./bench/goodput:FuzzParseFlags ./bench/overhead:FuzzParseTargets
 

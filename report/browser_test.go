@@ -2,52 +2,20 @@ package report
 
 import (
 	"bytes"
-	"context"
-	"image/png"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
+
+	"github.com/slogate/slogate/internal/browser"
+	"github.com/slogate/slogate/synth"
 )
-
-// chromium returns the path of a headless browser, skipping the test when there is none
-// (make test installs Debian's chromium).
-func chromium(t *testing.T) string {
-	t.Helper()
-	for _, name := range []string{"chromium", "chromium-browser", "google-chrome"} {
-		if p, err := exec.LookPath(name); err == nil {
-			return p
-		}
-	}
-	t.Skip("no chromium on PATH; make test installs it")
-	return ""
-}
-
-// headless runs the browser on file with extra arguments and returns what it printed.
-func headless(t *testing.T, browser, file string, args ...string) []byte {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
-	defer cancel()
-	base := []string{"--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
-		"--disable-background-networking", "--disable-component-update", "--disable-sync",
-		"--user-data-dir=" + t.TempDir()}
-	cmd := exec.CommandContext(ctx, browser, append(append(base, args...), "file://"+file)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%s: %v\n%s", browser, err, stderr.String())
-	}
-	return out
-}
 
 // TestHTMLReportInBrowser opens a matrix report in headless Chromium: the rendered
 // document holds the heatmap with one cell per report cell and both plots, and a
 // screenshot of it is a real picture (not blank).
 func TestHTMLReportInBrowser(t *testing.T) {
-	browser := chromium(t)
+	chromium := browser.Find(t)
 	var page bytes.Buffer
 	rep := matrixReport()
 	if err := WriteHTML(&page, rep); err != nil {
@@ -57,7 +25,7 @@ func TestHTMLReportInBrowser(t *testing.T) {
 	if err := os.WriteFile(file, page.Bytes(), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	dom := string(headless(t, browser, file, "--dump-dom"))
+	dom := string(chromium.Run(t, file, "--dump-dom"))
 	for _, want := range []string{`id="heatmap"`, `id="throughput-plot"`, `id="ttft-plot"`} {
 		if !strings.Contains(dom, want) {
 			t.Errorf("the rendered document lacks %s", want)
@@ -66,17 +34,7 @@ func TestHTMLReportInBrowser(t *testing.T) {
 	if got := strings.Count(dom, `class="cell"`); got != len(rep.Cells) {
 		t.Errorf("the rendered heatmap has %d cells, the report %d", got, len(rep.Cells))
 	}
-	shot := filepath.Join(t.TempDir(), "report.png")
-	headless(t, browser, file, "--screenshot="+shot, "--window-size=1280,1600", "--hide-scrollbars")
-	f, err := os.Open(shot)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
-	img, err := png.Decode(f)
-	if err != nil {
-		t.Fatalf("the screenshot is not a PNG: %v", err)
-	}
+	img := chromium.Screenshot(t, file, "report.png", 1280, 1600)
 	b := img.Bounds()
 	colours := map[uint32]bool{}
 	for y := b.Min.Y; y < b.Max.Y; y += 8 {
@@ -85,11 +43,33 @@ func TestHTMLReportInBrowser(t *testing.T) {
 			colours[r>>8<<16|g>>8<<8|bl>>8] = true
 		}
 	}
-	if b.Dx() < 1000 || len(colours) < 16 {
+	if b.Dx() != 1280 || b.Dy() != 1600 || len(colours) < 16 {
 		t.Errorf("the screenshot is %dx%d with %d colours: not the rendered report", b.Dx(), b.Dy(), len(colours))
 	}
-	if dir := os.Getenv("SLOGATE_KEEP_SCREENSHOT"); dir != "" {
-		data, _ := os.ReadFile(shot)
-		_ = os.WriteFile(filepath.Join(dir, "report.png"), data, 0o644)
+}
+
+// TestChartLabelsInBrowser lays out the scan charts of a calibration, of a crowded scan
+// and of a spread one in Chromium, as the HTML report styles them, and checks with the
+// browser's own boxes of the texts that no two labels overlap, that every label lies
+// inside its plot area and off the chart's other texts (title, ticks, axis titles,
+// legend), and that every knee is labelled.
+func TestChartLabelsInBrowser(t *testing.T) {
+	chromium := browser.Find(t)
+	var page bytes.Buffer
+	page.WriteString("<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\"><style>" + HTMLStyle() + "</style></head><body><main>\n")
+	reports := map[string]synth.Report{"cal-": calibrationScan(), "crowded-": crowdedScan(), "spread-": scanReport()}
+	for _, prefix := range []string{"cal-", "crowded-", "spread-"} {
+		if err := WriteScanCharts(&page, reports[prefix], prefix); err != nil {
+			t.Fatal(err)
+		}
 	}
+	page.WriteString("</main></body></html>\n")
+	layout := chromium.Measure(t, page.String(), 1280, 1000)
+	if len(layout.Plots) != 6 {
+		t.Fatalf("the browser found %d plots, want 6", len(layout.Plots))
+	}
+	for _, p := range layout.LabelProblems(0.5) {
+		t.Error(p)
+	}
+	t.Logf("%d labels on %d plots", layout.Labels(), len(layout.Plots))
 }

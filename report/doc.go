@@ -16,4 +16,8 @@
 // else the one calibrate.ScanKnee finds among the valid cells with no SLO, as a probe's
 // scan has none. The knee's row, its ring on the charts and the sentence stating it (or
 // that there is none, and why) all follow that one choice.
+//
+// On a chart no two labels overlap and none leaves the plot area for the axes or the
+// legend: a label with no free place beside its point is left off (the knee's and the
+// first and last rates' are kept), and the scan's table lists every point.
 package report

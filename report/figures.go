@@ -32,8 +32,10 @@ func WriteHeatmap(w io.Writer, r synth.Report) error {
 // WriteScanCharts writes the charts of a scan report as WriteHTML draws them:
 // completions and TTFT p95 against the offered rate, the knee ringed (g.knee, with
 // data-multiple and data-rate), as svg#<idPrefix>completion-plot and
-// svg#<idPrefix>ttft-plot, so that several scans can share a page. It writes nothing
-// for a report that is not a scan or has no cells. Text is escaped as by WriteHeatmap.
+// svg#<idPrefix>ttft-plot, so that several scans can share a page; then, folded in a
+// details element, the scan's table (table#<idPrefix>scan-table), which lists every
+// point, labelled on the charts or not. It writes nothing for a report that is not a
+// scan or has no cells. Text is escaped as by WriteHeatmap.
 func WriteScanCharts(w io.Writer, r synth.Report, idPrefix string) error {
 	if r.Workload.Kind != synth.Scan || len(r.Cells) == 0 {
 		return nil
@@ -45,6 +47,9 @@ func WriteScanCharts(w io.Writer, r synth.Report, idPrefix string) error {
 	comp.write(&d)
 	lat.write(&d)
 	d.linef(`</div>`)
+	d.linef(`<details class="points"><summary>Every point (%d)</summary>`, len(r.Cells))
+	d.table(idPrefix+"scan-table", scanTable(r))
+	d.linef(`</details>`)
 	_, err := w.Write(d.Bytes())
 	return err
 }

@@ -24,7 +24,7 @@ func TestFigures(t *testing.T) {
 			want: []string{`<svg id="heatmap"`}, cells: len(shapesReport().Cells)},
 		{name: "no heatmap of a scan", write: func(b *bytes.Buffer) error { return WriteHeatmap(b, scan) }},
 		{name: "scan charts", write: func(b *bytes.Buffer) error { return WriteScanCharts(b, scan, "x-") },
-			want: []string{`<svg id="x-completion-plot"`, `<svg id="x-ttft-plot"`, `class="knee"`}},
+			want: []string{`<svg id="x-completion-plot"`, `<svg id="x-ttft-plot"`, `class="knee"`, `<table id="x-scan-table">`}},
 		{name: "no scan charts of a matrix", write: func(b *bytes.Buffer) error { return WriteScanCharts(b, matrixReport(), "x-") }},
 	}
 	for _, tc := range cases {

@@ -1,6 +1,7 @@
 package report
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"slices"
@@ -11,6 +12,8 @@ import (
 // A small SVG line-chart writer for the HTML report: axes with ticks and grid lines,
 // linear or logarithmic scales, one polyline per series (broken where a point is
 // missing), a marker per point, dashed reference lines, annotated marks and a legend.
+// Point and mark labels go where placeLabels puts them, so no two overlap and none
+// leaves the plot area for the axes or the legend.
 // Every text is escaped; coordinates are printed with one decimal, so output is
 // deterministic.
 
@@ -21,6 +24,12 @@ const (
 	chartTop, chartBottom    = 36, 50
 	chartInset               = 12 // keeps extreme points off the frame
 	legendRow, legendSwatchW = 18, 22
+)
+
+// Marker radii, in pixels.
+const (
+	pointR float64 = 3.5 // a point's marker
+	markR  float64 = 10  // a mark's ring, to the outside of its stroke
 )
 
 // chart is one line chart.
@@ -112,8 +121,14 @@ func (c chart) write(d *htmlDoc) {
 	for _, s := range c.series {
 		c.line(d, s)
 	}
-	for _, m := range c.marks {
-		c.mark(d, m)
+	marks, points := c.labels()
+	for _, l := range points {
+		if l.placed {
+			d.linef(`<text class="point-label" x="%.1f" y="%.1f" font-size="%d">%s</text>`, l.box.x0+labelPad, l.box.y0+labelBase*labelSize, labelSize, esc(l.text))
+		}
+	}
+	for i, m := range c.marks {
+		c.mark(d, m, marks[i])
 	}
 	c.legend(d)
 	d.WriteString("</svg>\n")
@@ -170,23 +185,72 @@ func (c chart) line(d *htmlDoc, s series) {
 			continue
 		}
 		x, y := c.px(p.x), c.py(p.y)
-		d.linef(`<circle class="point" data-series="%s" cx="%.1f" cy="%.1f" r="3.5" fill="%s"><title>%s</title></circle>`,
-			esc(s.name), x, y, s.color, esc(p.title))
-		if p.label != "" {
-			d.linef(`<text class="point-label" x="%.1f" y="%.1f" text-anchor="middle">%s</text>`, x, y-9, esc(p.label))
-		}
+		d.linef(`<circle class="point" data-series="%s" cx="%.1f" cy="%.1f" r="%g" fill="%s"><title>%s</title></circle>`,
+			esc(s.name), x, y, pointR, s.color, esc(p.title))
 	}
 }
 
-// mark rings a point and writes its label beside it.
-func (c chart) mark(d *htmlDoc, m mark) {
+// labels places the marks' labels and the points' (see placeLabels) inside the plot
+// area: first the marks' (one per mark, in order), then those of the first and last
+// labelled point of each series (these keep, so they may cover a marker), then the
+// others from left to right. A point a mark rings is not labelled twice.
+func (c chart) labels() (marks, points []label) {
+	var markers []box
+	var in []label
+	for _, m := range c.marks {
+		x, y := c.px(m.x), c.py(m.y)
+		markers = append(markers, square(x, y, markR))
+		in = append(in, label{text: m.label, x: x, y: y, clear: markR + 2, bold: true, keep: true, mark: true})
+	}
+	ringed := func(p point) bool {
+		return slices.ContainsFunc(c.marks, func(m mark) bool { return m.x == p.x && m.y == p.y })
+	}
+	var ends, middle []label
+	for _, s := range c.series {
+		var own []label
+		for _, p := range s.pts {
+			if !p.ok {
+				continue
+			}
+			x, y := c.px(p.x), c.py(p.y)
+			markers = append(markers, square(x, y, pointR+1))
+			if p.label != "" && !ringed(p) {
+				own = append(own, label{text: p.label, x: x, y: y, clear: pointR + 2})
+			}
+		}
+		if n := len(own); n > 0 { // the extremes keep their labels
+			own[0].keep, own[n-1].keep = true, true
+			ends = append(ends, own[0])
+			if n > 1 {
+				ends = append(ends, own[n-1])
+				middle = append(middle, own[1:n-1]...)
+			}
+		}
+	}
+	slices.SortStableFunc(middle, func(a, b label) int { return cmp.Compare(a.x, b.x) })
+	in = append(append(in, ends...), middle...)
+	out := placeLabels(c.area(), markers, in)
+	return out[:len(c.marks)], out[len(c.marks):]
+}
+
+// area is the plot area, inside the frame: labels stay in it, off the axes and legend.
+func (c chart) area() box {
+	return box{chartLeft, chartTop, chartW - chartRight, chartH - chartBottom}
+}
+
+// mark rings a point and writes its label where placeLabels put it (l).
+func (c chart) mark(d *htmlDoc, m mark, l label) {
 	x, y := c.px(m.x), c.py(m.y)
 	d.printf(`<g class="%s"`, esc(m.class))
 	for _, a := range m.attrs {
 		d.printf(` data-%s="%s"`, esc(a[0]), esc(a[1]))
 	}
-	d.linef(`><circle cx="%.1f" cy="%.1f" r="9" fill="none" stroke="#d97706" stroke-width="2"/>`, x, y)
-	d.linef(`<text x="%.1f" y="%.1f" fill="#b45309" font-weight="600">%s</text></g>`, x+12, y+16, esc(m.label))
+	d.printf(`><circle cx="%.1f" cy="%.1f" r="%g" fill="none" stroke="#d97706" stroke-width="2"/>`, x, y, markR-1)
+	if l.placed {
+		d.printf("\n"+`<text class="mark-label" x="%.1f" y="%.1f" font-size="%d" fill="#b45309" font-weight="600">%s</text>`,
+			l.box.x0+labelPad, l.box.y0+labelBase*labelSize, labelSize, esc(l.text))
+	}
+	d.linef(`</g>`)
 }
 
 // legend lists the series and reference lines in the right margin.

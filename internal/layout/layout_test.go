@@ -88,7 +88,7 @@ func TestDependencyRules(t *testing.T) {
 			return under(from, "bench") && to == "proxy"
 		}},
 		{"nothing but tests (and simnet, a test helper itself) imports the test helpers", func(from, to string) bool {
-			return (to == "internal/simtest" || to == "internal/memnet" || to == "internal/simnet") && from != "internal/simnet"
+			return (to == "internal/simtest" || to == "internal/memnet" || to == "internal/simnet" || to == "internal/browser") && from != "internal/simnet"
 		}},
 	}
 	for from, tos := range graph {
