@@ -344,6 +344,37 @@ func (p *pod) checkTiers() {
 	}
 }
 
+// checkHistory checks that SLOGATE_PROBE_HISTORY_DIR, where set, is a writable volume
+// of its own (the root filesystem is read-only) large enough for
+// SLOGATE_PROBE_HISTORY_BYTES where the volume is a size-limited emptyDir.
+func (p *pod) checkHistory() {
+	dir := p.env("SLOGATE_PROBE_HISTORY_DIR")
+	if dir == "" {
+		return
+	}
+	i := slices.IndexFunc(p.slogate.VolumeMounts, func(m corev1.VolumeMount) bool { return m.MountPath == path.Clean(dir) })
+	if i < 0 {
+		p.t.Fatalf("SLOGATE_PROBE_HISTORY_DIR=%s, but nothing is mounted there (the root filesystem is read-only)", dir)
+	}
+	mount := p.slogate.VolumeMounts[i]
+	if mount.ReadOnly {
+		p.t.Errorf("the probe history mount %s is read-only", mount.Name)
+	}
+	v := slices.IndexFunc(p.spec.Volumes, func(v corev1.Volume) bool { return v.Name == mount.Name })
+	if v < 0 {
+		p.t.Fatalf("no volume %q for the probe history", mount.Name)
+	}
+	if ed := p.spec.Volumes[v].EmptyDir; ed != nil && ed.SizeLimit != nil {
+		want, err := strconv.ParseInt(p.env("SLOGATE_PROBE_HISTORY_BYTES"), 10, 64)
+		if err != nil {
+			p.t.Fatalf("SLOGATE_PROBE_HISTORY_BYTES: %v", err)
+		}
+		if ed.SizeLimit.Value() < want {
+			p.t.Errorf("the probe history emptyDir holds %s, less than SLOGATE_PROBE_HISTORY_BYTES=%d", ed.SizeLimit, want)
+		}
+	}
+}
+
 // checkSecurity checks that a container runs as non-root with nothing to escalate to.
 func checkSecurity(t *testing.T, where string, c *corev1.Container) {
 	t.Helper()

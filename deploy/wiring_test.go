@@ -39,6 +39,7 @@ func TestManifests(t *testing.T) {
 					p.checkUpstream(k.engine)
 					p.checkShutdown()
 					p.checkTiers()
+					p.checkHistory()
 					checkSecurity(t, "Deployment/"+p.dep.Name, p.slogate)
 					p.checkResources(k.gpu)
 					if k.gpu && !strings.Contains(p.engine.Image, k.engine) {
