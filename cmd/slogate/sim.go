@@ -36,8 +36,8 @@ type simSettings struct {
 
 const simAbout = `slogate sim runs a MODEL of an LLM inference engine, not an engine: it loads no
 weights, needs no GPU and generates filler text. It speaks the engines' HTTP API
-(/v1/completions, /v1/chat/completions, /v1/models, /tokenize, /health, /metrics, and
-/get_server_info for SGLang), exposes their Prometheus metrics, and schedules requests
+(/v1/completions, /v1/chat/completions, /v1/models, /tokenize, /health, /metrics;
+/version for vLLM, /server_info and /get_server_info for SGLang), exposes their Prometheus metrics, and schedules requests
 through a simulated continuous-batching engine whose timing is calibrated to published
 benchmarks. Use it to test, demo and benchmark slogate where no engine is at hand.
 docs/simulator.md describes the model, the profiles and the figures they are fitted to.
