@@ -120,7 +120,8 @@ func busyPage(t *testing.T) string {
 	t.Helper()
 	page := New(Config{Admission: busyStats(), Engine: troubledEngine(), Live: liveWindow(), SLO: sloDef, Clock: clock.NewFake(epoch),
 		Probe:       fixedProbe{Workload: "/etc/slogate/workloads/context_matrix_8k_to_251k_at_1_to_256_streams_with_warmup_and_a_shared_prefix_of_2048_tokens_for_the_h200_nvl_nodes.yaml", Status: done, Report: wideMatrix()},
-		Calibration: fixedCalibration{Status: done, Outcome: crowdedCalibration()}})
+		Calibration: fixedCalibration{Status: done, Outcome: crowdedCalibration()},
+		History:     storedRuns(t, "shapes_for_the_h200_nvl_nodes_with_every_workload_shape_of_the_published_write_up")})
 	srv := httptest.NewServer(page)
 	defer srv.Close()
 	resp, err := http.Get(srv.URL)
@@ -166,6 +167,9 @@ func TestPageInBrowser(t *testing.T) {
 	img := chromium.Screenshot(t, file, "status.png", width, height)
 	if b := img.Bounds(); b.Dx() != width || b.Dy() != height {
 		t.Errorf("the screenshot is %dx%d, want %dx%d", b.Dx(), b.Dy(), width, height)
+	}
+	if !strings.Contains(page, `id="probe-history"`) || !strings.Contains(page, `data-workload="shapes_for_the_h200`) {
+		t.Error("the page shows no probe history")
 	}
 	if !strings.Contains(page, `id="cal-short-scan-table"`) {
 		t.Error("the calibration's points are not listed in a table")
