@@ -38,6 +38,14 @@ var cellStateColors = map[string]string{
 // verdictColors colours the verdicts of slogate_probe_gate_check.
 var verdictColors = map[string]string{"pass": "green", "fail": "red", "skipped": "text"}
 
+// regressionMapping names and colours the values of slogate_probe_regression.
+func regressionMapping() []dashboard.ValueMapping {
+	return []dashboard.ValueMapping{{ValueMap: &dashboard.ValueMap{Type: dashboard.MappingTypeValueToText, Options: map[string]dashboard.ValueMappingResult{
+		"1": {Text: cog.ToPtr("regressed"), Color: cog.ToPtr("red")},
+		"0": {Text: cog.ToPtr("no regression"), Color: cog.ToPtr("green")},
+	}}}}
+}
+
 // colorCells shows each cell's text on its value mapping's colour.
 func colorCells() common.TableCellOptions {
 	return common.TableCellOptions{TableColoredBackgroundCellOptions: common.NewTableColoredBackgroundCellOptions()}
@@ -66,6 +74,9 @@ func latestProbePanels() []cog.Builder[dashboard.Panel] {
 		singleStat("Failed gate checks", "Functional-gate checks whose verdict in the latest probe is fail.", unitCount,
 			query("sum ("+selProbe("slogate_probe_gate_check", `verdict="fail"`)+") or vector(0)", "failed")).
 			Thresholds(thresholds("green", step(1, "red"))),
+		singleStat("Probe regressions", "Cells and headline figures of the latest probe that are worse than in the run before beyond the noise band (slogate_probe_regression, with --probe-history-dir); the table below names them.", unitCount,
+			query("count ("+selProbe("slogate_probe_regression")+" == 1) or vector(0)", "regressed")).
+			Thresholds(thresholds("green", step(1, "red"))),
 		tablePanel("Latest probe matrix", "The latest probe's cells: one row per pod, workload and row (context such as 8K, or shape such as API-S), one column per load (concurrency such as 4, or a multiple of a scan's reference rate such as 1.1x), each cell its state: valid, looped, over_capacity, rej, n/c, failed or skipped. Only valid cells have figures.", unitText,
 			tableQuery(`label_join(`+selProbe("slogate_probe_cell_state")+` == 1, "cell", " · ", "pod", "workload", "row")`)).
 			WithTransformation(matrix("cell", "load", "state")).
@@ -78,6 +89,14 @@ func latestProbePanels() []cog.Builder[dashboard.Panel] {
 				"include": map[string]any{"names": []string{"pod", "workload", "check", "verdict"}},
 			})).
 			Mappings(valueColors(verdictColors)).
+			CellOptions(colorCells()).
+			Span(halfWidth),
+		tablePanel("Compared cells", "Each cell and headline figure (output_tok_per_s, ttft_p95_s, tpot_p95_s) of the latest probe, compared with the run before (slogate_probe_regression): regressed when worse beyond the noise band or no longer valid, regressions first. Compare the two stored reports (GET /probe/history on the admin port) with slogate compare.", unitText,
+			tableQuery("sort_desc("+selProbe("slogate_probe_regression")+")")).
+			WithTransformation(transformation("filterFieldsByName", map[string]any{
+				"include": map[string]any{"names": []string{"pod", "workload", "row", "load", "figure", "Value"}},
+			})).
+			Mappings(regressionMapping()).
 			CellOptions(colorCells()).
 			Span(halfWidth),
 		graph("Probe runs and holds", "Probes that ran to the end, and probes not started or stopped because live traffic needed the engine, per workload, in each rate interval.", unitCount,

@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"sync"
 	"time"
 
@@ -48,6 +49,7 @@ type Config struct {
 	Load             bool          `flag:"load" env:"SLOGATE_DEMO_LOAD" envDefault:"false" help:"send light synthetic traffic through slogate"`
 	Streams          int           `flag:"streams" env:"SLOGATE_DEMO_STREAMS" envDefault:"4" help:"concurrent synthetic clients with --load"`
 	Probe            bool          `flag:"probe" env:"SLOGATE_DEMO_PROBE" envDefault:"true" help:"run a short synthetic probe soon after start and every 5m"`
+	ProbeHistoryDir  string        `flag:"probe-history-dir" env:"SLOGATE_PROBE_HISTORY_DIR" envDefault:"" help:"keep the probe runs in this directory (the status page's trends, slogate_probe_regression); empty: a temporary directory, removed when the demo ends"`
 	Calibrate        bool          `flag:"calibrate" env:"SLOGATE_DEMO_CALIBRATE" envDefault:"true" help:"calibrate the admission tiers soon after start and every 15m, publishing the limits without applying them"`
 	Duration         time.Duration `flag:"duration" env:"SLOGATE_DEMO_DURATION" envDefault:"0s" help:"stop after this long (0: run until interrupted)"`
 	LogLevel         string        `flag:"log-level" env:"SLOGATE_LOG_LEVEL" envDefault:"warn" help:"sidecar log level: debug, info (logs every request), warn or error"`
@@ -110,6 +112,12 @@ func (d *demo) run(ctx context.Context, simCfg enginesim.Config, o Config, stder
 	wg.Go(func() { _ = simSrv.Serve(simLn) })
 	defer simSrv.Close()
 
+	if o.Probe && o.ProbeHistoryDir == "" {
+		if o.ProbeHistoryDir, err = os.MkdirTemp("", "slogate-demo-history-"); err != nil {
+			return err
+		}
+		defer os.RemoveAll(o.ProbeHistoryDir)
+	}
 	sc, err := d.sidecar(sim, simCfg, simLn.Addr().String(), o, stderr)
 	if err != nil {
 		return err
@@ -150,7 +158,7 @@ func (d *demo) sidecar(sim *enginesim.Server, simCfg enginesim.Config, upstream 
 	}
 	if o.Probe {
 		w := demoProbe
-		cfg.ProbeInterval, opts.ProbeWorkload = demoProbeInterval, &w
+		cfg.ProbeInterval, opts.ProbeWorkload, cfg.ProbeHistoryDir = demoProbeInterval, &w, o.ProbeHistoryDir
 	}
 	return sidecar.New(cfg, opts)
 }
@@ -246,6 +254,7 @@ func (d *demo) banner(sim enginesim.Config, data, admin, engine string, o Config
 	fmt.Fprintf(d.out, "  slogate status page          http://%s/\n", admin)
 	if o.Probe {
 		fmt.Fprintf(d.out, "  synthetic probe              soon after start, then every %s: http://%s/probe/report.html\n", demoProbeInterval, admin)
+		fmt.Fprintf(d.out, "  probe history                in %s: http://%s/probe/history\n", o.ProbeHistoryDir, admin)
 	}
 	if o.Calibrate {
 		fmt.Fprintf(d.out, "  calibration, report only     soon after start, then every %s: http://%s/calibration/tiers.yaml\n", demoCalibrateInterval, admin)

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"math"
@@ -189,6 +190,26 @@ func (e *e2e) awaitExercise(t *testing.T) {
 	awaitProm(t, "the knee change of the second calibration", 10*time.Second, func() (bool, error) {
 		s, err := promQuery(e.prom, "slogate_calibration_knee_change_ratio")
 		return len(s) > 0, err
+	})
+	e.probedAgain(t)
+	t.Logf("second probe compared after %s", time.Since(start).Round(time.Second))
+}
+
+// probedAgain asks the healthy demo for a second probe (POST /-/probe, again while the
+// arbiter holds it back) and waits until its history has compared it with the first:
+// slogate_probe_regression has a series per compared cell and figure.
+func (e *e2e) probedAgain(t *testing.T) {
+	var asked time.Time
+	awaitProm(t, "the second probe's comparison", 2*time.Minute, func() (bool, error) {
+		s, err := promQuery(e.prom, fmt.Sprintf("slogate_probe_regression{namespace=%q}", e.healthy.namespace))
+		if err != nil || len(s) > 0 {
+			return len(s) > 0, err
+		}
+		if time.Since(asked) > 5*time.Second {
+			asked = time.Now()
+			simtest.Post(t, "http://"+e.healthy.admin+"/-/probe") // 409 while one runs or is about to
+		}
+		return false, errors.New("no slogate_probe_regression series yet")
 	})
 }
 
