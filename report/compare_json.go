@@ -1,13 +1,10 @@
 package report
 
 import (
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"os"
-	"path/filepath"
 	"time"
 
 	"github.com/slogate/slogate/synth"
@@ -133,15 +130,7 @@ func WriteComparisonJSON(w io.Writer, c Comparison) error {
 		}
 		doc.Cells = append(doc.Cells, cj)
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	enc.SetIndent("", "  ")
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(doc); err != nil {
-		return fmt.Errorf("report: encoding the comparison as JSON: %w", err)
-	}
-	_, err := w.Write(buf.Bytes())
-	return err
+	return writeIndented(w, doc, "the comparison")
 }
 
 // check refuses a comparison NewComparison did not build, or whose baseline is no run.
@@ -176,16 +165,8 @@ func WriteComparisonFiles(dir string, c Comparison) error {
 		return err
 	}
 	for _, form := range ComparisonFiles {
-		f, err := os.Create(filepath.Join(dir, form.Name))
-		if err != nil {
+		if err := writeFile(dir, form.Name, func(w io.Writer) error { return form.Write(w, c) }); err != nil {
 			return err
-		}
-		err = form.Write(f, c)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("writing %s: %w", form.Name, err)
 		}
 	}
 	return nil

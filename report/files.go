@@ -42,18 +42,25 @@ func WriteFiles(dir string, r synth.Report) error {
 		return err
 	}
 	for _, form := range Forms {
-		name := "report." + form.Ext
-		f, err := os.Create(filepath.Join(dir, name))
-		if err != nil {
+		if err := writeFile(dir, "report."+form.Ext, func(w io.Writer) error { return form.Write(w, r) }); err != nil {
 			return err
 		}
-		err = form.Write(f, r)
-		if cerr := f.Close(); err == nil {
-			err = cerr
-		}
-		if err != nil {
-			return fmt.Errorf("writing %s: %w", name, err)
-		}
+	}
+	return nil
+}
+
+// writeFile creates dir/name and fills it by write; the error names the file.
+func writeFile(dir, name string, write func(io.Writer) error) error {
+	f, err := os.Create(filepath.Join(dir, name))
+	if err != nil {
+		return err
+	}
+	err = write(f)
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return fmt.Errorf("writing %s: %w", name, err)
 	}
 	return nil
 }

@@ -25,12 +25,18 @@ const maxReportJSON = 64 << 20
 func WriteJSON(w io.Writer, r synth.Report) error {
 	r.Schema = synth.SchemaVersion
 	r.Target = r.RedactedTarget()
+	return writeIndented(w, r, "the report")
+}
+
+// writeIndented writes v to w as indented JSON, HTML characters unescaped, in a single
+// Write: w gets nothing when encoding fails. what names v in the error.
+func writeIndented(w io.Writer, v any, what string) error {
 	var buf bytes.Buffer
 	enc := json.NewEncoder(&buf)
 	enc.SetIndent("", "  ")
 	enc.SetEscapeHTML(false)
-	if err := enc.Encode(r); err != nil {
-		return fmt.Errorf("report: encoding the report as JSON: %w", err)
+	if err := enc.Encode(v); err != nil {
+		return fmt.Errorf("report: encoding %s as JSON: %w", what, err)
 	}
 	_, err := w.Write(buf.Bytes())
 	return err
