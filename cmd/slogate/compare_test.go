@@ -38,13 +38,7 @@ func TestCompare(t *testing.T) {
 	tp2 := writeReport(t, dir, "tp2", "shapes", 1480, map[string]string{"tensor_parallel_size": "2"})
 	other := writeReport(t, dir, "other", "my-shapes", 1000, nil)
 	out := filepath.Join(dir, "cmp")
-	cases := []struct {
-		name   string
-		args   []string
-		code   int
-		stdout []string
-		stderr []string
-	}{
+	runCommandCases(t, []commandCase{
 		{name: "against the first", args: []string{"compare", "--out", out, tp1, filepath.Join(tp2, "report.json")}, code: 0,
 			stdout: []string{"wrote " + filepath.Join(out, "comparison.{json,md,html}"), "tp2 against tp1: output tok/s 1 better, 0 worse, 0 within noise"}},
 		{name: "a chosen baseline, flags after the reports", args: []string{"compare", tp1, tp2, "--out", out, "--baseline", "tp2"}, code: 0,
@@ -58,25 +52,7 @@ func TestCompare(t *testing.T) {
 			stderr: []string{`no run is "tp3"`, `1 "tp1", 2 "tp2"`}},
 		{name: "no such report", args: []string{"compare", "--out", out, tp1, filepath.Join(dir, "nope")}, code: 1, stderr: []string{"nope"}},
 		{name: "help", args: []string{"help", "compare"}, code: 0, stderr: []string{"Usage: slogate compare", "--baseline", "SLOGATE_BASELINE"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			if code := run(context.Background(), tc.args, &stdout, &stderr); code != tc.code {
-				t.Fatalf("exit code %d, want %d (stderr %q)", code, tc.code, stderr.String())
-			}
-			for _, s := range tc.stdout {
-				if !strings.Contains(stdout.String(), s) {
-					t.Errorf("stdout lacks %q:\n%s", s, stdout.String())
-				}
-			}
-			for _, s := range tc.stderr {
-				if !strings.Contains(stderr.String(), s) {
-					t.Errorf("stderr lacks %q:\n%s", s, stderr.String())
-				}
-			}
-		})
-	}
+	})
 	// The last comparison written is against tp2.
 	data, err := os.ReadFile(filepath.Join(out, "comparison.json"))
 	if err != nil {

@@ -7,14 +7,41 @@ import (
 	"testing"
 )
 
+// commandCase is one run of slogate: its arguments, the exit code it must end with, and
+// substrings its stdout and stderr must hold.
+type commandCase struct {
+	name   string
+	args   []string
+	code   int
+	stdout []string
+	stderr []string
+}
+
+// runCommandCases runs each case as a subtest of t.
+func runCommandCases(t *testing.T, cases []commandCase) {
+	t.Helper()
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr bytes.Buffer
+			if code := run(context.Background(), tc.args, &stdout, &stderr); code != tc.code {
+				t.Errorf("exit code %d, want %d (stderr %q)", code, tc.code, stderr.String())
+			}
+			for _, s := range tc.stdout {
+				if !strings.Contains(stdout.String(), s) {
+					t.Errorf("stdout lacks %q:\n%s", s, stdout.String())
+				}
+			}
+			for _, s := range tc.stderr {
+				if !strings.Contains(stderr.String(), s) {
+					t.Errorf("stderr lacks %q:\n%s", s, stderr.String())
+				}
+			}
+		})
+	}
+}
+
 func TestDispatch(t *testing.T) {
-	cases := []struct {
-		name   string
-		args   []string
-		code   int
-		stdout []string // substrings expected on stdout
-		stderr []string // substrings expected on stderr
-	}{
+	runCommandCases(t, []commandCase{
 		{name: "no command", args: nil, code: 2, stderr: []string{"Usage: slogate <command>"}},
 		{name: "help lists commands", args: []string{"help"}, code: 0, stdout: []string{"sim", "version", "demo"}},
 		{name: "unknown command", args: []string{"frobnicate"}, code: 2, stderr: []string{`unknown command "frobnicate"`}},
@@ -42,24 +69,5 @@ func TestDispatch(t *testing.T) {
 		{name: "calibrate's old flags still work", args: []string{"calibrate", "--output", "8", "--round", "1s", "--tiers-file", "/nonexistent/tiers.yaml"}, code: 1,
 			stderr: []string{"--output is deprecated and goes in the next release; use --calibrate-output", "use --calibrate-round", "/nonexistent/tiers.yaml"}},
 		{name: "sim bad prefix caching", args: []string{"sim", "--prefix-caching", "maybe"}, code: 1, stderr: []string{"--prefix-caching"}},
-	}
-	for _, tc := range cases {
-		t.Run(tc.name, func(t *testing.T) {
-			var stdout, stderr bytes.Buffer
-			code := run(context.Background(), tc.args, &stdout, &stderr)
-			if code != tc.code {
-				t.Errorf("exit code %d, want %d (stderr %q)", code, tc.code, stderr.String())
-			}
-			for _, s := range tc.stdout {
-				if !strings.Contains(stdout.String(), s) {
-					t.Errorf("stdout lacks %q:\n%s", s, stdout.String())
-				}
-			}
-			for _, s := range tc.stderr {
-				if !strings.Contains(stderr.String(), s) {
-					t.Errorf("stderr lacks %q:\n%s", s, stderr.String())
-				}
-			}
-		})
-	}
+	})
 }
