@@ -15,12 +15,14 @@ import (
 
 // Result is a calibration: when, against what, and each tier's curve, knee and limits.
 type Result struct {
-	Started  time.Time    `yaml:"started" json:"started"`
-	Finished time.Time    `yaml:"finished" json:"finished"`
-	Target   string       `yaml:"target" json:"target"` // the engine's base URL, any password in it masked
-	Model    string       `yaml:"model" json:"model"`
-	Engine   string       `yaml:"engine,omitempty" json:"engine,omitempty"`
-	Tiers    []TierResult `yaml:"tiers" json:"tiers"`
+	Started  time.Time `yaml:"started" json:"started"`
+	Finished time.Time `yaml:"finished" json:"finished"`
+	Target   string    `yaml:"target" json:"target"` // the engine's base URL, any password in it masked
+	Model    string    `yaml:"model" json:"model"`
+	Engine   string    `yaml:"engine,omitempty" json:"engine,omitempty"`
+	// Precision is how precise the plan measured, in words (Plan.Precision).
+	Precision string       `yaml:"precision,omitempty" json:"precision,omitempty"`
+	Tiers     []TierResult `yaml:"tiers" json:"tiers"`
 }
 
 // TierResult is one tier's measurement. Knee indexes Points (-1: none sustainable).
@@ -39,7 +41,7 @@ type TierResult struct {
 }
 
 // Progress is told about each point measured: the tier, the point, and how many rounds
-// of the plan's estimate are done.
+// of the plan's estimate (MaxPoints per tier) are done.
 type Progress func(tier string, p Point, done, total int)
 
 // Run calibrates every tier of plan against t, one after another. A tier whose
@@ -50,8 +52,8 @@ func Run(ctx context.Context, t *synth.Target, plan Plan, engine string, progres
 	if _, err := t.PreparePrompts(ctx); err != nil {
 		return Result{}, err
 	}
-	res := Result{Started: time.Now(), Target: t.Redacted(), Model: t.Model, Engine: engine}
-	c := run{t: t, plan: plan, progress: progress, total: len(plan.Tiers) * (len(plan.Multiples) + 3)}
+	res := Result{Started: time.Now(), Target: t.Redacted(), Model: t.Model, Engine: engine, Precision: plan.Precision()}
+	c := run{t: t, plan: plan, progress: progress, total: len(plan.Tiers) * plan.MaxPoints}
 	for _, tp := range plan.Tiers {
 		if ctx.Err() != nil {
 			break
@@ -131,7 +133,7 @@ func (c *run) nextRate(r TierResult, slo measure.SLO) (float64, bool) {
 	knee, _ := kneeOf(r.Points, slo)
 	switch {
 	case knee == len(r.Points)-1:
-		return r.Points[knee].Target * 1.4, true
+		return r.Points[knee].Target * c.plan.Climb, true
 	case knee < 0:
 		low := r.Points[0].Target / 2
 		return low, low >= 0.02*r.Reference
