@@ -46,9 +46,12 @@ type Plan struct {
 	// the drain with it. Defaults 100 and 5 × Round.
 	MinRequests int
 	MaxRound    time.Duration
-	Bracket     float64 // stop when the unsustainable rate is within this share above λ*; default 0.05
-	MaxPoints   int     // points per tier at most; default 10
-	Seed        uint64  // of the Poisson arrivals, the same at every rate of a tier
+	// Climb is the factor to the next rate when every rate measured was sustainable;
+	// default 1.4.
+	Climb     float64
+	Bracket   float64 // stop when the unsustainable rate is within this share above λ*; default 0.05
+	MaxPoints int     // points per tier at most; default 10
+	Seed      uint64  // of the Poisson arrivals, the same at every rate of a tier
 }
 
 // TierPlan is one tier to calibrate: its configuration (name, input bound, SLO) and the
@@ -102,6 +105,9 @@ func (p Plan) withDefaults() Plan {
 	if p.MaxRound < p.Round {
 		p.MaxRound = 5 * p.Round
 	}
+	if p.Climb <= 1 {
+		p.Climb = 1.4
+	}
 	if p.Bracket <= 0 {
 		p.Bracket = 0.05
 	}
@@ -111,13 +117,68 @@ func (p Plan) withDefaults() Plan {
 	return p
 }
 
-// Estimate returns how long the plan typically takes: for each tier, the reference run
-// and six rounds with a quarter of their drain (tiers whose rates are too low for
-// Round to bring MinRequests take longer).
+// Quick returns p as a quick calibration, for trying slogate calibrate out on a fast
+// engine (slogate sim's tiny profile calibrates its two tiers in about a minute): a
+// reference and rounds of 4 s, drained for at most 4 s, each with at least 50 requests
+// (up to 20 s at low rates); first rates at 0.5× and 1.1× the reference, doubled while
+// every rate is sustainable; and the bracket closed to 20%, in 6 rates per tier at most.
+//
+// What it gives up, against a full calibration's 60 s rounds, 5% bracket, 10 rates and
+// 100 requests:
+//   - λ* may lie up to 20% under the knee, more where a tier runs out of rates before
+//     its bracket closes (the tiny simulator's short tier, on the model's time: between 940
+//     and 1,821 req/s);
+//     each tier's rule names the bracket's upper end, the first unsustainable rate.
+//   - A 4 s round leaves a queue little time to build, so p95 TTFT shows an overload only
+//     once the queue of 4 s waits longer than the SLO, and the knee rests more on
+//     throughput no longer growing: a rate some 10% past the knee may pass for
+//     sustainable (the tiny simulator's medium tier: λ* 11% over the rate its model
+//     sustains for a minute).
+//   - A p95 of 50 requests, and 4 s of a machine's noise, move more from one calibration
+//     to the next.
+//   - A 4 s reference of 32 streams completes nothing on an engine whose requests take
+//     longer than that: calibrate such an engine in full.
+func (p Plan) Quick() Plan {
+	p.RefDuration, p.Round, p.Drain = quickRound, quickRound, quickRound
+	p.MinRequests, p.MaxRound = 50, 5*quickRound
+	p.Multiples = []float64{0.5, 1.1}
+	p.Climb, p.Bracket, p.MaxPoints = 2, 0.2, 6
+	return p
+}
+
+// quickRound is the rounds' length in a quick calibration.
+const quickRound = 4 * time.Second
+
+// waitShare is how long a round waits after its arrival window for the requests still
+// in flight, in the mean over a tier's rates, as a share of the window: a sustainable
+// rate waits for its last requests (their E2E), an unsustainable one for the queue it
+// built to drain, about (λ/X − 1) × the window. Calibrations of the tiny simulator
+// (docs/benchmarks.md) waited 0.26 of the window with the quick plan's 4 s rounds on a
+// quiet machine and 0.29 on a busy one; 0.11 and 0.29 with the full plan's search in
+// 10 s rounds.
+const waitShare = 0.25
+
+// Precision says, in words, how precise a calibration by the plan is: its rounds, the
+// requests a p95 rests on, and how close to the knee its bisection goes.
+func (p Plan) Precision() string {
+	p = p.withDefaults()
+	return fmt.Sprintf("a %s reference, then rounds of %s (longer where they would bring fewer than %d requests, up to %s) drained for at most %s; "+
+		"the bracket above λ* closed to %.0f%%, in %d rates per tier at most: λ* may be up to %.0f%% under the knee, more where a tier ran out of rates first (its rule names the bracket's upper end); "+
+		"an overload shows in p95 TTFT only once the queue it builds in %s waits longer than the SLO, and a rate a little past the knee may pass for sustainable, more so the shorter the rounds",
+		p.RefDuration, p.Round, p.MinRequests, p.MaxRound, p.Drain, 100*p.Bracket, p.MaxPoints, 100*p.Bracket, p.Round)
+}
+
+// Estimate returns how long a calibration by the plan takes when every tier measures
+// MaxPoints rates and every rate brings MinRequests within Round: for each tier, the
+// reference run, then MaxPoints rounds, each its window and the wait for its last
+// requests (a quarter of the window, at most its drain; see waitShare). A tier whose
+// knee lies far above its reference measures all MaxPoints rates (the tiny simulator's
+// do); one whose knee lies near it closes its bracket sooner, in about len(Multiples)+3;
+// and a tier that sustains fewer than MinRequests per Round gets longer rounds.
 func (p Plan) Estimate() time.Duration {
 	p = p.withDefaults()
-	typical := p.RefDuration + time.Duration(len(p.Multiples)+3)*(p.Round+p.Round/4)
-	return time.Duration(len(p.Tiers)) * typical
+	point := p.Round + min(time.Duration(waitShare*float64(p.Round)), p.Drain)
+	return time.Duration(len(p.Tiers)) * (p.RefDuration + time.Duration(p.MaxPoints)*point)
 }
 
 // DefaultPlan returns a plan for the tiers of cfg (with the sidecar's SLOs where a tier

@@ -55,6 +55,9 @@ func commentText(s string) string {
 func WriteConfig(w io.Writer, cfg admission.Config, r Result) error {
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "# Tiers measured by slogate calibrate against %s (model %s) on %s.\n", commentText(r.Target), commentText(r.Model), r.Finished.UTC().Format(time.RFC3339))
+	if r.Precision != "" {
+		fmt.Fprintf(&b, "# Measured with %s.\n", commentText(r.Precision))
+	}
 	fmt.Fprintf(&b, "# Each calibrated tier's rate starts at 0.9 x its knee (the SLO feedback may raise it to\n# 1.5 x), its in-flight cap is twice the knee x mean E2E (Little's law); the points and\n# rules are under calibration.\n")
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)

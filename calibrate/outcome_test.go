@@ -49,6 +49,7 @@ func calibrated(knee float64) Result {
 	lim.Name, lim.MaxInputTokens = "short", 2048
 	return Result{
 		Started: time.Unix(1700000000, 0).UTC(), Finished: time.Unix(1700000600, 0).UTC(), Target: "http://engine:8000", Model: "m",
+		Precision: Plan{}.Quick().Precision(),
 		Tiers: []TierResult{
 			{Tier: "short", Shape: synth.Shape{Name: "short", Input: 1536, Output: 128}, SLO: slo, Reference: knee * 1.2,
 				Points: []Point{p}, Knee: 0, KneeRate: knee, Rule: "only point", Limits: &lim},
@@ -77,6 +78,9 @@ func TestOutcomeFromConfig(t *testing.T) {
 	o, ok := FromConfig(loaded)
 	if !ok {
 		t.Fatalf("FromConfig found no calibration in\n%s", text.String())
+	}
+	if want := "# Measured with " + calibrated(3).Precision + ".\n"; !strings.Contains(text.String(), want) || o.Result.Precision != calibrated(3).Precision {
+		t.Errorf("the tiers file does not record the calibration's precision %q in its header and provenance (read back %q):\n%s", want, o.Result.Precision, text.String())
 	}
 	if !o.Applied || !o.Result.Finished.Equal(time.Unix(1700000600, 0)) || o.Result.Tiers[0].KneeRate != 3 {
 		t.Errorf("outcome %+v, want the applied calibration of 3 req/s", o.Result)

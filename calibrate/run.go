@@ -24,7 +24,9 @@ type Result struct {
 	// (synth.Target.ReadEngine): the limits hold for the engine run so.
 	EngineVersion string            `yaml:"engine_version,omitempty" json:"engine_version,omitempty"`
 	EngineFlags   map[string]string `yaml:"engine_flags,omitempty" json:"engine_flags,omitempty"`
-	Tiers         []TierResult      `yaml:"tiers" json:"tiers"`
+	// Precision is how precise the plan measured, in words (Plan.Precision).
+	Precision string       `yaml:"precision,omitempty" json:"precision,omitempty"`
+	Tiers     []TierResult `yaml:"tiers" json:"tiers"`
 }
 
 // TierResult is one tier's measurement. Knee indexes Points (-1: none sustainable).
@@ -43,7 +45,7 @@ type TierResult struct {
 }
 
 // Progress is told about each point measured: the tier, the point, and how many rounds
-// of the plan's estimate are done.
+// of the plan's estimate (MaxPoints per tier) are done.
 type Progress func(tier string, p Point, done, total int)
 
 // Run calibrates every tier of plan against t, one after another, having read how the
@@ -55,10 +57,10 @@ func Run(ctx context.Context, t *synth.Target, plan Plan, engine string, progres
 	if _, err := t.PreparePrompts(ctx); err != nil {
 		return Result{}, err
 	}
-	res := Result{Started: time.Now(), Target: t.Redacted(), Model: t.Model, Engine: engine}
+	res := Result{Started: time.Now(), Target: t.Redacted(), Model: t.Model, Engine: engine, Precision: plan.Precision()}
 	e := t.ReadEngine(ctx)
 	res.EngineVersion, res.EngineFlags = e.Version, e.Flags
-	c := run{t: t, plan: plan, progress: progress, total: len(plan.Tiers) * (len(plan.Multiples) + 3)}
+	c := run{t: t, plan: plan, progress: progress, total: len(plan.Tiers) * plan.MaxPoints}
 	for _, tp := range plan.Tiers {
 		if ctx.Err() != nil {
 			break
@@ -138,7 +140,7 @@ func (c *run) nextRate(r TierResult, slo measure.SLO) (float64, bool) {
 	knee, _ := kneeOf(r.Points, slo)
 	switch {
 	case knee == len(r.Points)-1:
-		return r.Points[knee].Target * 1.4, true
+		return r.Points[knee].Target * c.plan.Climb, true
 	case knee < 0:
 		low := r.Points[0].Target / 2
 		return low, low >= 0.02*r.Reference
