@@ -227,13 +227,6 @@ func leave(client *http.Client, base string, header http.Header) *leaver {
 	return l
 }
 
-// outputs returns the number of reads that returned output so far.
-func (l *leaver) outputs() int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.chunks
-}
-
 // stop makes the client leave and returns the error its request ended with: nil when
 // the answer had ended before.
 func (l *leaver) stop() error {
