@@ -333,7 +333,7 @@ func differences(runs []Run) []Difference {
 		}
 	}
 	for _, name := range slices.Sorted(maps.Keys(flags)) {
-		facts = append(facts, fact{"flag " + name, func(r synth.Report) string { return r.EngineFlags[name] }})
+		facts = append(facts, fact{flagPrefix + name, func(r synth.Report) string { return r.EngineFlags[name] }})
 	}
 	var out []Difference
 	for _, f := range facts {

@@ -43,7 +43,18 @@ func WriteComparisonHTML(w io.Writer, c Comparison) error {
 	if len(c.Differences) == 0 {
 		d.linef(`<p id="same" class="caption">%s</p>`, esc(sameText))
 	} else {
-		d.cmpTable(c.differencesTable())
+		if t := c.differencesTable(false); len(t.rows) > 0 {
+			d.cmpTable(t)
+		}
+		if t := c.differencesTable(true); len(t.rows) > 0 {
+			open := ""
+			if len(t.rows) <= shownFlags {
+				open = " open"
+			}
+			d.linef(`<details id="flags"%s><summary>Engine flags that differ (%d)</summary>`, open, len(t.rows))
+			d.cmpTable(t)
+			d.linef(`</details>`)
+		}
 	}
 	d.linef(`<h2>Summary</h2>`)
 	d.linef(`<ul id="summary">`)

@@ -28,7 +28,13 @@ func WriteComparisonMarkdown(w io.Writer, c Comparison) error {
 	if len(c.Differences) == 0 {
 		d.para(sameText)
 	} else {
-		d.cmpTable(c.differencesTable())
+		if t := c.differencesTable(false); len(t.rows) > 0 {
+			d.cmpTable(t)
+		}
+		if t := c.differencesTable(true); len(t.rows) > 0 {
+			d.para(fmt.Sprintf("Engine flags that differ (%d):", len(t.rows)))
+			d.cmpTable(t)
+		}
 	}
 	d.h2("Summary")
 	for _, s := range c.Summary() {

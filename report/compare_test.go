@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"maps"
 	"os"
 	"path/filepath"
 	"slices"
@@ -282,6 +284,31 @@ func TestComparisonDifferences(t *testing.T) {
 	if want := "| flag kv_cache_dtype | — | — | fp8 |"; !strings.Contains(buf.String(), want) {
 		t.Errorf("no %q in:\n%s", want, buf.String())
 	}
+	// The HTML shows a few differing flags unfolded, many (runs of two engines) folded.
+	for _, n := range []int{3, shownFlags + 1} {
+		many := Run{Report: shapesReport()}
+		many.Report.EngineFlags = maps.Clone(a.Report.EngineFlags)
+		for i := range n {
+			many.Report.EngineFlags[fmt.Sprintf("flag_%02d", i)] = "x"
+		}
+		buf.Reset()
+		if err := WriteComparisonHTML(&buf, compare(t, a, many)); err != nil {
+			t.Fatal(err)
+		}
+		doc, err := html.Parse(bytes.NewReader(buf.Bytes()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		flags, others := byID(doc, "flags"), byID(doc, "differences")
+		switch {
+		case flags == nil || others == nil:
+			t.Fatalf("%d differing flags: no details#flags or no table#differences", n)
+		case len(find(byID(doc, "flag-differences"), elem("tr", ""))) != n+1:
+			t.Errorf("%d differing flags: the folded table has not a row per flag", n)
+		case hasOpen(flags) != (n <= shownFlags):
+			t.Errorf("%d differing flags: details#flags open is %v", n, hasOpen(flags))
+		}
+	}
 	cmp = compare(t, a, a)
 	buf.Reset()
 	if err := WriteComparisonMarkdown(&buf, cmp); err != nil {
@@ -290,6 +317,11 @@ func TestComparisonDifferences(t *testing.T) {
 	if len(cmp.Differences) != 0 || !strings.Contains(buf.String(), sameText) {
 		t.Errorf("two runs of one recipe: differences %+v", cmp.Differences)
 	}
+}
+
+// hasOpen reports whether a details element is open.
+func hasOpen(n *html.Node) bool {
+	return slices.ContainsFunc(n.Attr, func(a html.Attribute) bool { return a.Key == "open" })
 }
 
 // TestComparisonBest: the best run of each cell, by the figure's direction, ties all,

@@ -109,10 +109,24 @@ func (c Comparison) runsTable() cmpTable {
 	return t
 }
 
-// differencesTable has a row per difference and a column per run.
-func (c Comparison) differencesTable() cmpTable {
+// flagPrefix starts the What of a Difference in an engine flag.
+const flagPrefix = "flag "
+
+// shownFlags is how many differing engine flags a comparison shows unfolded; past it
+// (runs of different engines differ in almost every flag) the HTML folds them.
+const shownFlags = 12
+
+// differencesTable has a row per difference, the engine's flags (flags) or the rest,
+// and a column per run; nil rows when there is none.
+func (c Comparison) differencesTable(flags bool) cmpTable {
 	t := cmpTable{id: "differences", cols: c.runNames()}
+	if flags {
+		t.id = "flag-differences"
+	}
 	for _, d := range c.Differences {
+		if strings.HasPrefix(d.What, flagPrefix) != flags {
+			continue
+		}
 		row := cmpRow{head: d.What}
 		for _, v := range d.Values {
 			row.cells = append(row.cells, cmpCell{text: orDash(v)})
