@@ -1,10 +1,8 @@
 package sidecar
 
 import (
-	"context"
 	"encoding/json"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -27,21 +25,15 @@ func slowableEngine(t *testing.T) (string, *atomic.Bool) {
 		t.Fatal(err)
 	}
 	p.Timing = enginesim.Timing{StepBase: 0.005}
-	sim, err := enginesim.NewServer(enginesim.Config{Profile: p})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	go sim.Run(ctx)
 	var slow atomic.Bool
-	h := sim.Handler()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if slow.Load() && r.Method == http.MethodPost {
-			r.Header.Set(enginesim.FaultHeader, "delay=60ms")
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() { up.Close(); stop() })
+	up := simtest.WrappedEngine(t, enginesim.Config{Profile: p}, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if slow.Load() && r.Method == http.MethodPost {
+				r.Header.Set(enginesim.FaultHeader, "delay=60ms")
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
 	return up.URL, &slow
 }
 

@@ -25,7 +25,22 @@ import (
 // Engine serves a simulator of cfg on an httptest server until the test ends.
 func Engine(t testing.TB, cfg enginesim.Config) *httptest.Server {
 	t.Helper()
-	up, _ := serve(t, cfg, "")
+	return WrappedEngine(t, cfg, func(h http.Handler) http.Handler { return h })
+}
+
+// WrappedEngine serves a simulator of cfg on an httptest server until the test ends,
+// behind the handler wrap makes of the simulator's: a test's way to watch or alter the
+// requests the engine sees.
+func WrappedEngine(t testing.TB, cfg enginesim.Config, wrap func(http.Handler) http.Handler) *httptest.Server {
+	t.Helper()
+	sim, err := enginesim.NewServer(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, stop := context.WithCancel(context.Background())
+	go sim.Run(ctx)
+	up := httptest.NewServer(wrap(sim.Handler()))
+	t.Cleanup(func() { up.Close(); stop() })
 	return up
 }
 
@@ -34,27 +49,16 @@ func Engine(t testing.TB, cfg enginesim.Config) *httptest.Server {
 // key was sent; it serves requests without the key too.
 func KeyedEngine(t testing.TB, p enginesim.Profile, key string) (string, *atomic.Int64) {
 	t.Helper()
-	up, keyed := serve(t, enginesim.Config{Profile: p}, key)
-	return strings.TrimPrefix(up.URL, "http://"), keyed
-}
-
-func serve(t testing.TB, cfg enginesim.Config, key string) (*httptest.Server, *atomic.Int64) {
-	sim, err := enginesim.NewServer(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, stop := context.WithCancel(context.Background())
-	go sim.Run(ctx)
 	var keyed atomic.Int64
-	h := sim.Handler()
-	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if key != "" && r.Method == http.MethodPost && r.Header.Get("Authorization") == "Bearer "+key {
-			keyed.Add(1)
-		}
-		h.ServeHTTP(w, r)
-	}))
-	t.Cleanup(func() { up.Close(); stop() })
-	return up, &keyed
+	up := WrappedEngine(t, enginesim.Config{Profile: p}, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if r.Method == http.MethodPost && r.Header.Get("Authorization") == "Bearer "+key {
+				keyed.Add(1)
+			}
+			h.ServeHTTP(w, r)
+		})
+	})
+	return strings.TrimPrefix(up.URL, "http://"), &keyed
 }
 
 // WaitFor polls cond every 10 ms until it holds, failing the test after patience.
