@@ -45,22 +45,16 @@ type cmpCell struct {
 // the two, which is nearly always the runs.
 func orient(id, corner string, runs, cells []string, at func(run, cell int) cmpCell) cmpTable {
 	t := cmpTable{id: id, corner: corner, num: true}
-	if len(cells) <= len(runs) {
-		t.cols = cells
-		for i, r := range runs {
-			row := cmpRow{head: r}
-			for j := range cells {
-				row.cells = append(row.cells, at(i, j))
-			}
-			t.rows = append(t.rows, row)
-		}
-		return t
+	heads, cols, cell := runs, cells, at
+	if len(cells) > len(runs) {
+		heads, cols = cells, runs
+		cell = func(c, r int) cmpCell { return at(r, c) }
 	}
-	t.cols = runs
-	for j, cell := range cells {
-		row := cmpRow{head: cell}
-		for i := range runs {
-			row.cells = append(row.cells, at(i, j))
+	t.cols = cols
+	for i, h := range heads {
+		row := cmpRow{head: h}
+		for j := range cols {
+			row.cells = append(row.cells, cell(i, j))
 		}
 		t.rows = append(t.rows, row)
 	}
