@@ -114,7 +114,7 @@ func TestConcurrentAdmitDone(t *testing.T) {
 			h.c.mu.Lock()
 			defer h.c.mu.Unlock()
 			for _, ts := range h.c.all() {
-				if ts.inFlight != 0 || ts.shadowed != 0 || ts.queued != 0 || ts.head() != nil {
+				if ts.inFlight != 0 || ts.shadowed != 0 || ts.queued != 0 || h.c.next(ts) != nil {
 					t.Errorf("tier %s: in flight %d, shadowed %d, queued %d", ts.cfg.Name, ts.inFlight, ts.shadowed, ts.queued)
 				}
 			}

@@ -29,6 +29,9 @@ var ErrInvalidConfig = errors.New("admission: invalid tiers configuration")
 type Config struct {
 	Tiers    []TierConfig `yaml:"tiers"`
 	Feedback Feedback     `yaml:"feedback,omitempty"`
+	// Tenants, when set, gives requests a tenant each: fair share inside the tiers and
+	// per-tenant budgets (tenants.go).
+	Tenants *Tenants `yaml:"tenants,omitempty"`
 	// Calibration records where the limits came from (slogate calibrate writes it); it
 	// is kept as it is and never interpreted here.
 	Calibration yaml.Node `yaml:"calibration,omitempty"`
@@ -133,6 +136,11 @@ func (c Config) Validate() error {
 		}
 		names[t.Name] = true
 		prev = t.MaxInputTokens
+	}
+	if c.Tenants != nil {
+		if err := c.Tenants.validate(); err != nil {
+			return err
+		}
 	}
 	f := c.Feedback
 	// Written so that NaN fails too (.nan decodes from YAML, and would poison the cap).

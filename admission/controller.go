@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -62,6 +63,13 @@ type Request struct {
 	Model  string
 	Prompt wire.PromptSize
 	Class  Class
+	// Tenant is the request's tenant, as Controller.Tenant named it from its headers.
+	// Requests of the Probe class belong to none.
+	Tenant string
+	// Output is the most output tokens the request may produce (max_tokens times the
+	// choices it asks for), 0 when it sets no bound: what it reserves of its tenant's
+	// output budget (without a bound, the tenant's learned mean).
+	Output int
 }
 
 // Controller makes admission decisions, and keeps the ledger of the requests in flight
@@ -77,6 +85,10 @@ type Controller struct {
 	fb      Feedback
 	tiers   []*tierState // the current tiers, by growing max_input_tokens
 	retired []*tierState // tiers removed by a reload that still have requests
+	ten     *tenancy     // nil without a tenants section
+	seq     uint64       // numbers the waiters in order of arrival
+
+	resolver atomic.Pointer[resolver] // the tenants section's identities; nil without one
 }
 
 // New returns a Controller for cfg, which must be valid.
@@ -102,6 +114,11 @@ func (c *Controller) Reload(cfg Config) error {
 	}
 	raw := cfg
 	raw.Tiers = slices.Clone(cfg.Tiers)
+	if cfg.Tenants != nil {
+		ts := *cfg.Tenants
+		ts.Named = slices.Clone(ts.Named)
+		raw.Tenants = &ts
+	}
 	cfg = cfg.withDefaults(c.opts.SLO)
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -127,6 +144,7 @@ func (c *Controller) Reload(cfg Config) error {
 		}
 	}
 	c.tiers, c.fb = tiers, cfg.Feedback
+	c.configureTenants(cfg.Tenants, now)
 	return nil
 }
 
@@ -137,6 +155,11 @@ func (c *Controller) Config() Config {
 	defer c.mu.Unlock()
 	cfg := c.cfg
 	cfg.Tiers = slices.Clone(cfg.Tiers)
+	if cfg.Tenants != nil {
+		ts := *cfg.Tenants
+		ts.Named = slices.Clone(ts.Named)
+		cfg.Tenants = &ts
+	}
 	return cfg
 }
 
@@ -159,7 +182,7 @@ func (c *Controller) tierFor(n int) *tierState {
 // waits; a rejected request never counts. The caller must call the Ticket's Done when
 // the request ends, however it ends.
 func (c *Controller) Admit(ctx context.Context, r Request) (*Ticket, error) {
-	tk := &Ticket{c: c, class: r.Class, model: r.Model, prompt: r.Prompt, tokens: c.est.tokens(r.Model, r.Prompt)}
+	tk := &Ticket{c: c, class: r.Class, model: r.Model, prompt: r.Prompt, tokens: c.est.tokens(r.Model, r.Prompt), tenant: r.Tenant, output: max(r.Output, 0)}
 	if c.opts.Mode == Off {
 		c.enter(tk)
 		return tk, nil
@@ -168,11 +191,24 @@ func (c *Controller) Admit(ctx context.Context, r Request) (*Ticket, error) {
 	now := c.opts.Clock.Now()
 	t := c.tierFor(tk.tokens)
 	tk.t = t
-	d := Decision{Tier: t.cfg.Name, Class: r.Class, Shadow: c.opts.Mode == Shadow}
+	if ts := c.tenantOf(r.Tenant); ts != nil && r.Class != Probe { // slogate's own probes belong to no tenant
+		tk.ten, tk.tenant, tk.class = ts, ts.cfg.Name, ts.cfg.class(r.Class)
+		c.arrive(ts)
+	}
+	d := Decision{Tier: t.cfg.Name, Tenant: tk.tenant, Class: tk.class, Shadow: c.opts.Mode == Shadow}
 	w, rej := c.decide(now, t, tk, &d)
 	admitted := w == nil && (rej == nil || d.Shadow)
 	if admitted {
 		c.enter(tk) // under the lock: the next decision sees its tokens
+	}
+	if !admitted && w == nil {
+		c.unreserve(tk)
+	}
+	if tk.ten != nil {
+		tk.quota = tk.ten.quota(now)
+		if rej != nil {
+			rej.Tenant, rej.Quota = tk.tenant, tk.quota
+		}
 	}
 	c.mu.Unlock()
 	if w != nil {
@@ -200,6 +236,9 @@ func (c *Controller) decide(now time.Time, t *tierState, tk *Ticket, d *Decision
 		c.bypass(d, t, tk)
 		return nil, reject(t, EngineDown, engineRetry, "the engine is down, asleep or its metrics are stale")
 	}
+	if rej := c.reserve(now, t, tk, d); rej != nil {
+		return nil, rej
+	}
 	var res *rate.Reservation // the arrival's token, given back if it is turned away below
 	if t.limiter != nil {
 		res = t.limiter.ReserveN(now, 1)
@@ -218,6 +257,7 @@ func (c *Controller) decide(now time.Time, t *tierState, tk *Ticket, d *Decision
 		d.Verdict = Admitted
 		t.inFlight++
 		tk.start = now
+		c.dispatched(tk)
 		return nil, nil
 	}
 	d.Reason = reason
@@ -245,22 +285,27 @@ func (c *Controller) queue(now time.Time, t *tierState, tk *Ticket, d *Decision)
 		c.bypass(d, t, tk)
 		return nil, reject(t, d.Reason, time.Second, "no capacity now and no queue (%s)", d.Reason)
 	}
-	if predicted := t.predictWait(now, t.ahead(tk.class)); predicted > wait {
+	if predicted := t.predictWait(now, c.ahead(t, tk)); predicted > wait {
 		d.Verdict, d.Reason = Rejected, PredictedLate
 		c.bypass(d, t, tk)
 		return nil, reject(t, PredictedLate, predicted, "the predicted wait of %s exceeds the tier's %s", predicted.Round(time.Millisecond), wait)
 	}
 	if t.queued >= t.cfg.MaxQueue {
-		victim := t.victim(tk.class)
+		victim := c.victim(t, tk)
 		if victim == nil {
 			d.Verdict, d.Reason = Rejected, QueueFull
 			c.bypass(d, t, tk)
 			return nil, reject(t, QueueFull, max(t.predictWait(now, t.queued), time.Second), "the queue of %d is full", t.cfg.MaxQueue)
 		}
 		t.remove(victim)
-		victim.ch <- grant{err: reject(t, Shed, time.Second, "shed for a request of a higher class"), wait: now.Sub(victim.enqueued)}
+		why := "shed for a request of a higher class"
+		if victim.class == tk.class {
+			why = "shed for a request of a tenant below its fair share"
+		}
+		victim.ch <- grant{err: reject(t, Shed, time.Second, "%s", why), wait: now.Sub(victim.enqueued)}
 	}
-	w := &waiter{class: tk.class, tokens: tk.tokens, enqueued: now, deadline: now.Add(wait), ch: make(chan grant, 1), ticket: tk}
+	c.seq++
+	w := &waiter{class: tk.class, tokens: tk.tokens, enqueued: now, deadline: now.Add(wait), ch: make(chan grant, 1), ticket: tk, seq: c.seq}
 	t.enqueue(w)
 	if d.Shadow {
 		d.Verdict = Queued
@@ -284,7 +329,7 @@ func (c *Controller) bypass(d *Decision, t *tierState, tk *Ticket) {
 func (c *Controller) wait(ctx context.Context, t *tierState, w *waiter, d Decision) (*Ticket, error) {
 	select {
 	case g := <-w.ch:
-		return c.granted(g, d)
+		return c.granted(w, g, d)
 	case <-ctx.Done():
 	}
 	c.mu.Lock()
@@ -294,18 +339,25 @@ func (c *Controller) wait(ctx context.Context, t *tierState, w *waiter, d Decisi
 		d.Verdict, d.Reason, d.Wait = Rejected, ClientGone, c.opts.Clock.Now().Sub(w.enqueued)
 		rej = reject(t, ClientGone, 0, "the client went away after %s in the queue", d.Wait.Round(time.Millisecond))
 		rej.cause = ctx.Err()
+		c.unreserve(w.ticket)
 	}
 	c.mu.Unlock()
 	if !removed { // granted or rejected meanwhile
-		return c.granted(<-w.ch, d)
+		return c.granted(w, <-w.ch, d)
 	}
 	c.observe(d)
 	return nil, rej
 }
 
-func (c *Controller) granted(g grant, d Decision) (*Ticket, error) {
+func (c *Controller) granted(w *waiter, g grant, d Decision) (*Ticket, error) {
 	d.Wait = g.wait
 	if g.err != nil {
+		if tk := w.ticket; tk.ten != nil {
+			c.mu.Lock()
+			c.unreserve(tk)
+			g.err.Tenant, g.err.Quota = tk.tenant, tk.ten.quota(c.opts.Clock.Now())
+			c.mu.Unlock()
+		}
 		d.Verdict, d.Reason = Rejected, g.err.Reason
 		c.observe(d)
 		return nil, g.err

@@ -69,21 +69,26 @@ type Reason uint8
 
 // The reasons.
 const (
-	NoReason      Reason = iota // admitted at once
-	TierRate                    // the tier's token bucket is empty
-	QueueFull                   // the tier's queue is full
-	QueueTimeout                // waited max_queue_wait without a slot
-	PredictedLate               // the predicted wait already exceeds max_queue_wait
-	Saturated                   // the engine is saturated (queue, KV cache)
-	EngineDown                  // the engine is down, or its metrics are stale and the policy is closed
-	InFlightCap                 // waited for a slot under the tier's in-flight cap
-	ClientGone                  // the client left while the request waited
-	Shed                        // pushed out of the queue by a request of a higher class
+	NoReason           Reason = iota // admitted at once
+	TierRate                         // the tier's token bucket is empty
+	QueueFull                        // the tier's queue is full
+	QueueTimeout                     // waited max_queue_wait without a slot
+	PredictedLate                    // the predicted wait already exceeds max_queue_wait
+	Saturated                        // the engine is saturated (queue, KV cache)
+	EngineDown                       // the engine is down, or its metrics are stale and the policy is closed
+	InFlightCap                      // waited for a slot under the tier's in-flight cap
+	ClientGone                       // the client left while the request waited
+	Shed                             // pushed out of the queue by a request of a higher class, or of a tenant below its share
+	TenantRequests                   // the tenant's requests per minute are spent
+	TenantInputTokens                // the tenant's input tokens per minute are spent
+	TenantOutputTokens               // the tenant's output tokens per minute are spent
+	TenantConcurrency                // the tenant has its most requests open
 	numReasons
 )
 
 var reasonNames = [numReasons]string{
 	"", "tier-rate", "queue-full", "queue-timeout", "predicted-late", "saturated", "engine-down", "in-flight-cap", "client-gone", "shed",
+	"tenant-requests", "tenant-input-tokens", "tenant-output-tokens", "tenant-concurrency",
 }
 
 // String returns the reason's name, e.g. "queue-full"; "none" for NoReason.
@@ -109,6 +114,7 @@ func Reasons() []Reason {
 // Decision is one admission decision, as observers see it.
 type Decision struct {
 	Tier    string
+	Tenant  string // "" without a tenants section
 	Class   Class
 	Verdict Verdict
 	Reason  Reason        // why it was rejected, or why it waited
@@ -122,6 +128,8 @@ type Decision struct {
 type Rejection struct {
 	Reason     Reason
 	Tier       string
+	Tenant     string // "" without a tenants section
+	Quota      Quota  // the tenant's budgets, for the x-ratelimit-* headers
 	RetryAfter time.Duration
 	Message    string
 	cause      error

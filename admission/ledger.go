@@ -81,20 +81,26 @@ func (tk *Ticket) Output(n int) {
 		}
 		if tk.out.CompareAndSwap(old, int64(n)) {
 			a.kv.Add(int64(n) - old)
+			if tk.ten != nil {
+				tk.ten.output.Add(int64(n) - old)
+			}
 			return
 		}
 	}
 }
 
-// leave takes the ticket out of the ledger, with its prompt and its output so far; only
-// the first call does anything.
-func (tk *Ticket) leave() {
+// leave takes the ticket out of the ledger, with its prompt and its output so far, and
+// returns that output; only the first call does anything (later ones return 0).
+func (tk *Ticket) leave() int64 {
 	a := tk.tally
 	if a == nil {
-		return
+		return 0
 	}
-	if out := tk.out.Swap(left); out != left {
-		a.requests.Add(-1)
-		a.kv.Add(-int64(tk.tokens) - out)
+	out := tk.out.Swap(left)
+	if out == left {
+		return 0
 	}
+	a.requests.Add(-1)
+	a.kv.Add(-int64(tk.tokens) - out)
+	return out
 }

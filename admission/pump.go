@@ -67,24 +67,58 @@ func (c *Controller) engineState(now time.Time, n int) Reason {
 	return NoReason
 }
 
-// pump dispatches waiters of t in priority order while the engine and the tier have room;
-// it runs under the lock.
-func (c *Controller) pump(now time.Time, t *tierState) {
-	for w := t.head(); w != nil; w = t.head() {
-		if t.inFlight >= t.slots(w.class) || c.engineState(now, w.tokens) != NoReason {
+// pump dispatches waiters while the engine and their tiers have room, the next one
+// always the first by Controller.before among the tiers' next waiters (so the tiers'
+// queues compete for the engine by class, then by their tenants' fair share, then by
+// arrival); a tier whose next waiter the engine cannot take now (its KV tokens do not
+// fit) is passed over until the next pump. It runs under the lock.
+func (c *Controller) pump(now time.Time) {
+	blocked := map[*tierState]bool{}
+	for {
+		var best *waiter
+		var bt *tierState
+		for _, t := range c.all() {
+			if blocked[t] {
+				continue
+			}
+			if w := c.next(t); w != nil && t.inFlight < t.slots(w.class) && (best == nil || c.before(w, best)) {
+				best, bt = w, t
+			}
+		}
+		if best == nil {
 			return
 		}
-		t.remove(w)
-		t.inFlight++
-		if w.virtual { // shadow mode: already in flight, now inside the count as well
-			t.shadowed--
-			w.ticket.shadowed, w.ticket.virtual = false, nil
-			continue
+		switch c.engineState(now, best.tokens) {
+		case NoReason:
+			c.dispatch(now, bt, best)
+		case Saturated:
+			blocked[bt] = true
+		default:
+			return
 		}
-		w.ticket.start, w.ticket.wait = now, now.Sub(w.enqueued)
-		c.enter(w.ticket) // under the lock, before the next waiter's engine check
-		w.ch <- grant{ticket: w.ticket, wait: w.ticket.wait}
 	}
+}
+
+// dispatch sends waiter w of t to the engine, under the lock.
+func (c *Controller) dispatch(now time.Time, t *tierState, w *waiter) {
+	t.remove(w)
+	t.inFlight++
+	c.dispatched(w.ticket)
+	if w.virtual { // shadow mode: already in flight, now inside the count as well
+		t.shadowed--
+		w.ticket.shadowed, w.ticket.virtual = false, nil
+		return
+	}
+	w.ticket.start, w.ticket.wait = now, now.Sub(w.enqueued)
+	c.enter(w.ticket) // under the lock, before the next waiter's engine check
+	w.ch <- grant{ticket: w.ticket, wait: w.ticket.wait}
+}
+
+// dispatched records that tk's request goes to the engine (or, in shadow mode, would
+// have): its tenant is charged its prompt. Under the lock.
+func (c *Controller) dispatched(tk *Ticket) {
+	tk.dispatched = true
+	c.served(tk)
 }
 
 // Tick does what time alone triggers: waiters past their deadline are turned away
@@ -97,14 +131,14 @@ func (c *Controller) Tick() {
 	now := c.opts.Clock.Now()
 	down := c.engineState(now, 0) == EngineDown
 	for _, t := range c.all() {
-		for w := t.head(); w != nil && down; w = t.head() {
+		for w := c.next(t); w != nil && down; w = c.next(t) {
 			t.remove(w)
 			w.ch <- grant{err: reject(t, EngineDown, engineRetry, "the engine is down, asleep or its metrics are stale"), wait: now.Sub(w.enqueued)}
 		}
 		c.expire(now, t)
 		t.adjust(now, c.fb)
-		c.pump(now, t)
 	}
+	c.pump(now)
 	c.dropRetired()
 }
 
@@ -173,6 +207,17 @@ type Ticket struct {
 	tally *tally
 	out   atomic.Int64
 
+	// The tenant, set before the caller gets the ticket: its name ("" without tenants),
+	// its state (nil in Off mode or without tenants), the output bound of the request,
+	// what it reserved of the budgets and their state once it was admitted. dispatched
+	// (under the Controller's lock) says its prompt was charged to the tenant's counter.
+	tenant     string
+	ten        *tenantState
+	output     int
+	res        reservation
+	quota      Quota
+	dispatched bool
+
 	// Shadow mode, guarded by the Controller's lock: the ticket is counted in its tier's
 	// shadowed requests rather than inFlight, and virtual is its place in the queue while
 	// enforce would still hold it there.
@@ -187,6 +232,13 @@ func (tk *Ticket) Tier() string {
 	}
 	return tk.t.cfg.Name
 }
+
+// Tenant returns the name of the ticket's tenant ("" without a tenants section).
+func (tk *Ticket) Tenant() string { return tk.tenant }
+
+// Quota returns the state of the tenant's budgets just after the request reserved its
+// share of them: what its response's x-ratelimit-* headers carry. Zero without budgets.
+func (tk *Ticket) Quota() Quota { return tk.quota }
 
 // Wait returns how long the request waited in the queue.
 func (tk *Ticket) Wait() time.Duration { return tk.wait }
@@ -208,7 +260,7 @@ func (tk *Ticket) Done(res measure.Result) {
 		return
 	}
 	tk.c = nil
-	tk.leave()
+	out := tk.leave()
 	if res.InputTokens > 0 {
 		c.est.learn(tk.model, tk.prompt, res.InputTokens)
 	}
@@ -232,5 +284,9 @@ func (tk *Ticket) Done(res measure.Result) {
 	if ttft, tpot, ok := measure.DispatchLatency(res); ok {
 		t.slo.observe(now, tk.start, ttft, tpot)
 	}
-	c.pump(now, t)
+	if tk.ten != nil && tk.dispatched && int64(res.OutputTokens) > out {
+		tk.ten.output.Add(int64(res.OutputTokens) - out) // the engine's count, where chunks undercounted
+	}
+	c.settle(tk, res)
+	c.pump(now)
 }

@@ -30,6 +30,21 @@ type Stats struct {
 	Mode   Mode
 	Engine Reason // NoReason, Saturated or EngineDown, as a new request would see it
 	Tiers  []TierStats
+	// Tenants, in the tenants section's order with OtherTenant last; nil without one.
+	Tenants []TenantStats
+}
+
+// TenantStats is a tenant's state at one moment.
+type TenantStats struct {
+	Name     string
+	Weight   float64
+	MaxClass Class   // the highest class its requests are served at
+	Counter  float64 // its virtual token counter: weighted service over weight, lifts included
+	Service  float64 // its weighted service in tokens (prompt and output, without lifts)
+	Open     int     // requests admitted and not ended: waiting or in flight
+	Queued   int     // of those, the ones waiting in a tier's queue
+	Budget   Budget
+	Quota    Quota // what is left of its per-minute budgets
 }
 
 // Stats returns a snapshot of every current tier. Safe for concurrent use.
@@ -49,6 +64,16 @@ func (c *Controller) Stats() Stats {
 			ts.Queued[k] = len(t.queue[k])
 		}
 		st.Tiers = append(st.Tiers, ts)
+	}
+	if c.ten != nil {
+		f := c.ten.fair
+		for _, s := range append(c.ten.named, c.ten.other) {
+			st.Tenants = append(st.Tenants, TenantStats{
+				Name: s.cfg.Name, Weight: s.cfg.Weight, MaxClass: s.class, Counter: s.counter(f),
+				Service: s.input + f.OutputWeight*float64(s.output.Load()),
+				Open:    s.active, Queued: s.queued, Budget: s.cfg.Budget, Quota: s.quota(now),
+			})
+		}
 	}
 	return st
 }

@@ -36,6 +36,7 @@ type waiter struct {
 	deadline time.Time
 	ch       chan grant
 	ticket   *Ticket // the ticket it will get when granted
+	seq      uint64  // its place in the order of arrival, across tiers
 	virtual  bool    // shadow mode: its request is already in flight; nobody reads ch
 }
 
@@ -137,6 +138,9 @@ func (t *tierState) finish(now time.Time) {
 func (t *tierState) enqueue(w *waiter) {
 	t.queue[w.class] = append(t.queue[w.class], w)
 	t.queued++
+	if ts := w.ticket.ten; ts != nil {
+		ts.queued++
+	}
 }
 
 // remove takes w out of the queue, reporting whether it was there.
@@ -148,6 +152,9 @@ func (t *tierState) remove(w *waiter) bool {
 	}
 	t.queue[w.class] = slices.Delete(q, i, i+1)
 	t.queued--
+	if ts := w.ticket.ten; ts != nil {
+		ts.queued--
+	}
 	return true
 }
 
@@ -157,16 +164,6 @@ func (t *tierState) victim(c Class) *waiter {
 	for k := numClasses - 1; k > c; k-- {
 		if q := t.queue[k]; len(q) > 0 {
 			return q[len(q)-1]
-		}
-	}
-	return nil
-}
-
-// head returns the first waiter in priority order, or nil.
-func (t *tierState) head() *waiter {
-	for k := Interactive; k < numClasses; k++ {
-		if q := t.queue[k]; len(q) > 0 {
-			return q[0]
 		}
 	}
 	return nil

@@ -117,4 +117,7 @@ type Result struct {
 	// felt on top of TTFT and E2E.
 	Tier      string
 	QueueWait time.Duration
+	// Tenant is the request's tenant ("" without a tenants section): one of a bounded
+	// set of names (admission.Controller.Tenant), fit for a metric label.
+	Tenant string
 }
