@@ -36,6 +36,7 @@ type exchange struct {
 	class  admission.Class   // from the priority header
 	ticket *admission.Ticket // the request's place in admission's ledger; nil without admission control, or when not admitted
 	tier   string            // the tier of a rejected request
+	tenant string            // the request's tenant; "" without tenants
 	clock  clock.Clock
 	onGap  func(time.Duration)
 	live   *liveRequest

@@ -68,7 +68,7 @@ func (p *Proxy) report(ex *exchange) {
 	}
 	status, outcome := ex.outcome()
 	res := ex.rec.Finish(status, outcome)
-	res.Tier = ex.tier
+	res.Tier, res.Tenant = ex.tier, ex.tenant
 	if ex.ticket != nil {
 		res.Tier, res.QueueWait = ex.ticket.Tier(), ex.ticket.Wait()
 		ex.ticket.Done(res)
@@ -132,6 +132,7 @@ func (p *Proxy) accessLog(ex *exchange, res measure.Result) {
 		slog.String("finish_reason", res.FinishReason),
 		slog.String("tier", res.Tier),
 		slog.String("class", ex.class.String()),
+		slog.String("tenant", res.Tenant),
 		slog.Float64("queue_ms", ms(res.QueueWait)),
 		slog.String("remote", ex.r.RemoteAddr),
 		slog.String("request_id", ex.r.Header.Get("X-Request-Id")),
