@@ -201,7 +201,7 @@ func (c *Controller) Admit(ctx context.Context, r Request) (*Ticket, error) {
 	if admitted {
 		c.enter(tk) // under the lock: the next decision sees its tokens
 	}
-	if !admitted && w == nil {
+	if rej != nil { // turned away, or in shadow mode would have been: it keeps nothing reserved
 		c.unreserve(tk)
 	}
 	if tk.ten != nil {
