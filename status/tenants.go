@@ -25,10 +25,10 @@ type tenantPart struct {
 }
 
 // tenantRow is one tenant, or one row of the live requests of no tenant in force
-// (Admitted false: only its live cells are set).
+// (InForce false: only its live cells are set).
 type tenantRow struct {
 	Name, ID         string
-	Admitted         bool // the row is a tenant in force, with admission's state
+	InForce          bool // the row is a tenant in force, with admission's state
 	Weight, MaxClass string
 	Open, Queued     string
 	Served, Counter  string // its share of the weighted service; its virtual token counter
@@ -60,7 +60,7 @@ func tenantView(st admission.Stats, live LiveSource, def measure.SLO) tenantPart
 	p := tenantPart{Live: live != nil}
 	for _, t := range st.Tenants {
 		r := tenantRow{
-			Name: t.Name, ID: t.Name, Admitted: true,
+			Name: t.Name, ID: t.Name, InForce: true,
 			Weight: fmtNum(t.Weight), MaxClass: t.MaxClass.String(),
 			Open: fmt.Sprint(t.Open), Queued: fmt.Sprint(t.Queued),
 			Served: fmtPct(t.Service / service), Counter: fmtNum(t.Counter), Fair: fmtPct(t.Weight / weights),
