@@ -342,6 +342,33 @@ func (p *pod) checkTiers() {
 	if _, err := admission.ParseConfig([]byte(data)); err != nil {
 		p.t.Errorf("ConfigMap %s, %s: %v", cm.Name, key, err)
 	}
+	// The commented tenants section shows the shape of one: uncommented, it is valid too.
+	example, ok := uncomment(data, "# tenants:")
+	if !ok {
+		p.t.Fatalf("ConfigMap %s, %s: no commented tenants section (a line %q)", cm.Name, key, "# tenants:")
+	}
+	cfg, err := admission.ParseConfig([]byte(example))
+	switch {
+	case err != nil:
+		p.t.Errorf("ConfigMap %s, %s, its tenants section uncommented: %v", cm.Name, key, err)
+	case cfg.Tenants == nil || len(cfg.Tenants.Named) == 0 || cfg.Tenants.Identify.None():
+		p.t.Errorf("ConfigMap %s, %s: the tenants section uncommented names no tenants or no identify rule: %+v", cm.Name, key, cfg.Tenants)
+	}
+}
+
+// uncomment returns text with the comment block that starts at the line start — that
+// line and the comment lines after it — uncommented (their "# " or "#" taken off), and
+// whether there is such a line.
+func uncomment(text, start string) (string, bool) {
+	lines := strings.Split(text, "\n")
+	i := slices.Index(lines, start)
+	if i < 0 {
+		return text, false
+	}
+	for ; i < len(lines) && strings.HasPrefix(lines[i], "#"); i++ {
+		lines[i] = strings.TrimPrefix(strings.TrimPrefix(lines[i], "#"), " ")
+	}
+	return strings.Join(lines, "\n"), true
 }
 
 // checkHistory checks that SLOGATE_PROBE_HISTORY_DIR, where set, is a writable volume

@@ -21,11 +21,12 @@ import (
 	"github.com/slogate/slogate/internal/browser"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/synth"
+	"github.com/slogate/slogate/wire"
 )
 
-// A status page as full as a busy sidecar's: four tiers, live traffic, a scrape error
-// and long unbreakable names, a context-matrix probe, and a calibration of three tiers
-// whose bisections crowd their points near the knee.
+// A status page as full as a busy sidecar's: four tiers, four tenants with every budget,
+// live traffic, a scrape error and long unbreakable names, a context-matrix probe, and a
+// calibration of three tiers whose bisections crowd their points near the knee.
 
 // busyStats are four tiers in enforce mode.
 func busyStats() fixedAdmission {
@@ -36,7 +37,27 @@ func busyStats() fixedAdmission {
 			MaxQueue: 2, MaxQueueWait: 2 * time.Second, Rate: 0.05, Burst: 1, SLO: measure.NewSLO(20*time.Second, 40*ms)},
 		admission.TierStats{Name: "batch", InFlight: 0, Limit: 2, MinInFlight: 1, MaxInFlight: 2, MaxQueue: 64, MaxQueueWait: time.Minute, SLO: sloLong})
 	st.Tiers[1].MaxInputTokens = 32768
+	st.Tenants = append(tenantStats().Tenants[:2:2],
+		admission.TenantStats{Name: "document-summarisation-team-eu-1", Weight: 0.25, MaxClass: admission.Batch, Counter: 1.25e6, Service: 312500,
+			Open: 12, Queued: 9, Budget: admission.Budget{RequestsPerMinute: 1200, InputTokensPerMinute: 4e6, OutputTokensPerMinute: 250000, MaxConcurrent: 16},
+			Quota: admission.Quota{Requests: admission.Allowance{Limit: 1200, Remaining: 1187, Reset: 650 * ms},
+				InputTokens:  admission.Allowance{Limit: 4e6, Remaining: 3187345.5, Reset: 12 * time.Second},
+				OutputTokens: admission.Allowance{Limit: 250000, Remaining: 1024, Reset: 59 * time.Second}}},
+		tenantStats().Tenants[2])
 	return st
+}
+
+// busyWindow holds the live window's requests, each of a tenant, a minute after it
+// started, and requests of no tenant and of a tenant no longer in force.
+func busyWindow() *Window {
+	clk := clock.NewFake(epoch)
+	w := NewWindow(WindowOptions{Clock: clk})
+	for i, r := range []measure.Result{stream("short", 50*ms, 5*ms), stream("short", 150*ms, 5*ms), stream("short", 50*ms, 15*ms),
+		stream("short", 120*ms, 6*ms), stream("long", 900*ms, 12*ms), ended("long", measure.Rejected), ended("", measure.BadRequest)} {
+		w.Observe(wire.Request{}, of([]string{"acme", "batchco", "document-summarisation-team-eu-1", "other", "retired-tenant-of-last-quarter", "acme", ""}[i], r))
+	}
+	clk.Step(time.Minute)
+	return w
 }
 
 // troubledEngine was last scraped with an error, and serves models with long names.
@@ -118,7 +139,7 @@ func crowdedCalibration() *calibrate.Outcome {
 // busyPage serves the busy status page and returns its HTML.
 func busyPage(t *testing.T) string {
 	t.Helper()
-	page := New(Config{Admission: busyStats(), Engine: troubledEngine(), Live: liveWindow(), SLO: sloDef, Clock: clock.NewFake(epoch),
+	page := New(Config{Admission: busyStats(), Engine: troubledEngine(), Live: busyWindow(), SLO: sloDef, Clock: clock.NewFake(epoch),
 		Probe:       fixedProbe{Workload: "/etc/slogate/workloads/context_matrix_8k_to_251k_at_1_to_256_streams_with_warmup_and_a_shared_prefix_of_2048_tokens_for_the_h200_nvl_nodes.yaml", Status: done, Report: wideMatrix()},
 		Calibration: fixedCalibration{Status: done, Outcome: crowdedCalibration()},
 		History:     storedRuns(t, "shapes_for_the_h200_nvl_nodes_with_every_workload_shape_of_the_published_write_up")})
@@ -171,7 +192,39 @@ func TestPageInBrowser(t *testing.T) {
 	if !strings.Contains(page, `id="probe-history"`) || !strings.Contains(page, `data-workload="shapes_for_the_h200`) {
 		t.Error("the page shows no probe history")
 	}
+	if !strings.Contains(page, `data-tenant="document-summarisation-team-eu-1"`) || !strings.Contains(page, `data-tenant="(former)"`) {
+		t.Error("the page shows no tenant table")
+	}
 	if !strings.Contains(page, `id="cal-short-scan-table"`) {
 		t.Error("the calibration's points are not listed in a table")
 	}
+}
+
+// TestTenantTableInBrowser: in a window 1280 pixels wide, the busy page's tenant table —
+// four tenants with every budget, long names and live traffic — fits its box, so every
+// column is in view without scrolling it.
+func TestTenantTableInBrowser(t *testing.T) {
+	chromium := browser.Find(t)
+	page := busyPage(t)
+	const script = `<script>(function(){var box=document.getElementById("tenant-table").parentElement;` +
+		`var pre=document.createElement("pre");pre.id="tenant-fit";pre.textContent=box.scrollWidth+" "+box.clientWidth;` +
+		`document.body.appendChild(pre);})();</script>`
+	i := strings.LastIndex(page, "</body>")
+	file := filepath.Join(t.TempDir(), "status.html")
+	if err := os.WriteFile(file, []byte(page[:i]+script+page[i:]), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	dom := chromium.Run(t, file, "--dump-dom", "--window-size=1280,2400")
+	var scroll, client int
+	j := strings.Index(string(dom), `<pre id="tenant-fit">`)
+	if j < 0 {
+		t.Fatal("the page holds no measurement of the tenant table (did its script run?)")
+	}
+	if _, err := fmt.Sscanf(string(dom[j+len(`<pre id="tenant-fit">`):]), "%d %d", &scroll, &client); err != nil || client == 0 {
+		t.Fatalf("reading the measurement: %v", err)
+	}
+	if scroll > client {
+		t.Errorf("the tenant table is %d px wide in its box of %d px: its last columns scroll out of view", scroll, client)
+	}
+	t.Logf("the tenant table is %d px wide in its box of %d px", scroll, client)
 }

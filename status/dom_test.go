@@ -121,17 +121,28 @@ func text(n *html.Node) string {
 	return strings.Join(strings.Fields(b.String()), " ")
 }
 
-// rowField returns the text of the data-field element of a tier's row in the table with
-// the id, and whether there is one.
-func rowField(doc *html.Node, table, tier, name string) (string, bool) {
+// rowField returns the text of the data-field element of a row in the table with the
+// id, and whether there is one: the row of a tier (data-tier) or of a tenant
+// (data-tenant).
+func rowField(doc *html.Node, table, key, name string) (string, bool) {
 	tab := byID(doc, table)
 	if tab == nil {
 		return "", false
 	}
-	for _, row := range find(tab, hasAttr("data-tier", tier)) {
+	for _, row := range find(tab, func(n *html.Node) bool { return hasAttr("data-tier", key)(n) || hasAttr("data-tenant", key)(n) }) {
 		if f := find(row, hasAttr("data-field", name)); len(f) > 0 {
 			return text(f[0]), true
 		}
 	}
 	return "", false
+}
+
+// rowCells counts the cells (th and td) of the row of a tier or tenant in tab; -1 when
+// there is no such row.
+func rowCells(tab *html.Node, key string) int {
+	rows := find(tab, func(n *html.Node) bool { return hasAttr("data-tier", key)(n) || hasAttr("data-tenant", key)(n) })
+	if len(rows) == 0 {
+		return -1
+	}
+	return len(find(rows[0], func(n *html.Node) bool { return n.Data == "th" || n.Data == "td" }))
 }

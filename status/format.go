@@ -51,6 +51,35 @@ func fmtNum(v float64) string {
 	return strconv.FormatFloat(math.Round(v*100)/100, 'f', -1, 64)
 }
 
+// fmtCount writes a count to three significant figures past 9999: "1024", "12.3k",
+// "3.19M"; NaN unknown.
+func fmtCount(v float64) string {
+	switch a := math.Abs(math.Round(v)); {
+	case math.IsNaN(v) || math.IsInf(v, 0):
+		return unknownDash
+	case a < 10000:
+		return fmtNum(math.Round(v))
+	case roundSig(a, 3) < 1e6:
+		return fmtNum(roundSig(v, 3)/1e3) + "k"
+	}
+	return fmtNum(roundSig(v, 3)/1e6) + "M"
+}
+
+// fmtRate writes a rate as fmtNum does, but to two significant figures below 1, so that
+// a small rate is not written as 0: "12.35", "0.42", "0.0033"; NaN unknown.
+func fmtRate(v float64) string {
+	if math.IsNaN(v) || math.IsInf(v, 0) || math.Abs(v) >= 1 || v == 0 {
+		return fmtNum(v)
+	}
+	return strconv.FormatFloat(roundSig(v, 2), 'f', -1, 64)
+}
+
+// roundSig rounds x (not 0) to n significant figures.
+func roundSig(x float64, n int) float64 {
+	p := math.Pow(10, float64(n-1)-math.Floor(math.Log10(math.Abs(x))))
+	return math.Round(x*p) / p
+}
+
 // fmtAge writes an elapsed time rounded to what a reader needs: "850ms", "12s", "3m4s".
 func fmtAge(d time.Duration) string {
 	switch {

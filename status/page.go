@@ -1,7 +1,8 @@
 // Package status serves slogate's status page on the admin listener: live SLO
-// attainment and p95 TTFT/TPOT per tier, admission limits and queues, the engine's
-// snapshot, the latest probe matrix as a heatmap, the probe history's trends and
-// regressions, and the latest calibration's curves.
+// attainment and p95 TTFT/TPOT per tier, admission limits and queues, the tenants'
+// shares of service, budgets and recent traffic, the engine's snapshot, the latest
+// probe matrix as a heatmap, the probe history's trends and regressions, and the
+// latest calibration's curves.
 //
 // The page is server-rendered HTML with inline CSS and SVG and no script or external
 // asset, so it works in a pod without internet access; it reloads itself every few
@@ -35,9 +36,10 @@ type AdmissionSource interface{ Stats() admission.Stats }
 // EngineSource is the engine's latest snapshot (*engine.Scraper).
 type EngineSource interface{ Latest() engine.Snapshot }
 
-// LiveSource summarises recent live requests per tier (*Window).
+// LiveSource summarises recent live requests per tier and per tenant (*Window).
 type LiveSource interface {
 	Summary(tiers []admission.TierStats, def measure.SLO) (byTier []Live, all Live)
+	ByTenant(names []string, tiers []admission.TierStats, def measure.SLO) []TenantLive
 	Span() time.Duration
 }
 
@@ -141,6 +143,7 @@ func (p *Page) view() pageView {
 		Style:   template.CSS(report.HTMLStyle() + pageCSS),
 		Mode:    st.Mode.String(), EngineState: engineState(st.Engine),
 		Admission: admissionRows(st),
+		Tenants:   tenantView(st, p.cfg.Live, p.cfg.SLO),
 		Engine:    engineView(p.cfg.Engine.Latest(), now),
 	}
 	v.Refresh = max(v.Refresh, 1)

@@ -5,6 +5,7 @@ import (
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -15,6 +16,7 @@ import (
 	"github.com/slogate/slogate/calibrate"
 	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/engine"
+	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/schedule"
 	"github.com/slogate/slogate/synth"
 	"github.com/slogate/slogate/wire"
@@ -43,6 +45,40 @@ func stats() fixedAdmission {
 	}}
 	st.Tiers[0].Queued[admission.Interactive], st.Tiers[0].Queued[admission.Batch] = 2, 1
 	return fixedAdmission(st)
+}
+
+// tenantStats are stats with three tenants: acme, weighted 3, with a request budget and
+// a concurrency cap; batchco, held to the batch class, with token budgets (its output
+// spent); and everyone else.
+func tenantStats() fixedAdmission {
+	st := stats()
+	st.Tenants = []admission.TenantStats{
+		{Name: "acme", Weight: 3, MaxClass: admission.Interactive, Counter: 212.5, Service: 600, Open: 3, Queued: 1,
+			Budget: admission.Budget{RequestsPerMinute: 60, MaxConcurrent: 8},
+			Quota:  admission.Quota{Requests: admission.Allowance{Limit: 60, Remaining: 41.7, Reset: 19 * time.Second}}},
+		{Name: "batchco", Weight: 1, MaxClass: admission.Batch, Counter: 300, Service: 300,
+			Budget: admission.Budget{InputTokensPerMinute: 100000, OutputTokensPerMinute: 20000},
+			Quota: admission.Quota{InputTokens: admission.Allowance{Limit: 100000, Remaining: 100000},
+				OutputTokens: admission.Allowance{Limit: 20000, Reset: time.Minute}}},
+		{Name: admission.OtherTenant, Weight: 1, Counter: 100, Service: 100},
+	}
+	return st
+}
+
+// tenantWindow holds, 10 s after it started, two short streams of acme (one within the
+// SLO), a long stream of batchco turned away, a bad request of no tenant and a stream of
+// a tenant no longer in force.
+func tenantWindow() *Window {
+	clk := clock.NewFake(epoch)
+	w := NewWindow(WindowOptions{Clock: clk})
+	for _, r := range []measure.Result{
+		of("acme", stream("short", 50*ms, 5*ms)), of("acme", stream("short", 150*ms, 5*ms)),
+		of("batchco", ended("long", measure.Rejected)), ended("", measure.BadRequest), of("gone", stream("long", 50*ms, 5*ms)),
+	} {
+		w.Observe(wire.Request{}, r)
+	}
+	clk.Step(10 * time.Second)
+	return w
 }
 
 func snapshot() fixedEngine {
@@ -112,7 +148,7 @@ type pageCase struct {
 	name  string
 	cfg   Config
 	texts map[string]string    // element id: a text it contains
-	cells map[[3]string]string // table id, tier, data-field: the field's text
+	cells map[[3]string]string // table id, row (data-tier or data-tenant), data-field: the field's text
 	check func(t *testing.T, doc *html.Node)
 }
 
@@ -139,9 +175,63 @@ func pageCases() []pageCase {
 			}
 		},
 	}, {
-		name:  "prober and calibrator off",
-		cfg:   Config{Admission: stats(), Engine: fixedEngine(engine.NewSnapshot())},
-		texts: map[string]string{"probe": "does not probe", "calibration": "does not calibrate", "live": "not measured", "engine": "down"},
+		name: "prober and calibrator off",
+		cfg:  Config{Admission: stats(), Engine: fixedEngine(engine.NewSnapshot())},
+		texts: map[string]string{"probe": "does not probe", "calibration": "does not calibrate", "live": "not measured", "engine": "down",
+			"tenants": "no tenants section"},
+		check: func(t *testing.T, doc *html.Node) {
+			if byID(doc, "tenant-table") != nil {
+				t.Error("a tenant table without tenants")
+			}
+		},
+	}, {
+		name: "tenants",
+		cfg:  Config{Admission: tenantStats(), Engine: snapshot(), Live: tenantWindow(), SLO: sloDef},
+		cells: tableCells("tenant-table", map[string]map[string]string{
+			"acme": {"weight": "3", "max-class": "interactive", "open": "3", "queued": "1", "served": "60.0%", "fair": "60.0%",
+				"budget-requests": "41 / 60", "budget-input-tokens": "—", "budget-output-tokens": "—", "budget-concurrent": "3 / 8",
+				"requests": "2", "rejected": "0", "goodput": "0.1", "attainment": "50.0%"},
+			"batchco": {"max-class": "batch", "served": "30.0%", "fair": "20.0%",
+				"budget-requests": "—", "budget-input-tokens": "100k / 100k", "budget-output-tokens": "0 / 20k", "budget-concurrent": "—",
+				"requests": "1", "rejected": "1", "goodput": "0", "attainment": "–"},
+			"other":    {"served": "10.0%", "fair": "20.0%", "requests": "0"},
+			"(none)":   {"requests": "1", "attainment": "–"},
+			"(former)": {"requests": "1", "attainment": "100.0%"},
+		}),
+		check: func(t *testing.T, doc *html.Node) {
+			tab := byID(doc, "tenant-table")
+			var rows []string
+			for _, r := range find(tab, func(n *html.Node) bool { _, ok := attr(n, "data-tenant"); return ok }) {
+				id, _ := attr(r, "data-tenant")
+				rows = append(rows, id)
+			}
+			if want := []string{"acme", "batchco", "other", "(none)", "(former)"}; !slices.Equal(rows, want) {
+				t.Errorf("tenant rows %v, want %v", rows, want)
+			}
+			for field, title := range map[string]string{"budget-requests": "41 of 60 a minute left; full again in 19s", "served": "virtual token counter 212.5"} {
+				for _, c := range find(tab, hasAttr("data-field", field)) {
+					if got, _ := attr(c, "title"); got == title {
+						title = ""
+					}
+				}
+				if title != "" {
+					t.Errorf("no %s cell says %q", field, title)
+				}
+			}
+			if got := rowCells(tab, "(none)"); got != 6 {
+				t.Errorf("the row of no tenant has %d cells, want its name, one for admission's columns and 4 live ones", got)
+			}
+		},
+	}, {
+		name:  "tenants without a live source",
+		cfg:   Config{Admission: tenantStats(), Engine: snapshot()},
+		cells: tableCells("tenant-table", map[string]map[string]string{"acme": {"served": "60.0%"}, "batchco": {"budget-requests": "—"}}),
+		check: func(t *testing.T, doc *html.Node) {
+			tab := byID(doc, "tenant-table")
+			if n := len(find(tab, hasAttr("data-field", "requests"))); n != 0 || rowCells(tab, "acme") != 11 {
+				t.Errorf("without a live source: %d live request cells, %d cells in a row; want 0 and 11", n, rowCells(tab, "acme"))
+			}
+		},
 	}, {
 		name: "live traffic",
 		cfg:  Config{Admission: stats(), Engine: snapshot(), Live: liveWindow(), SLO: sloDef},
@@ -210,13 +300,15 @@ func pageCases() []pageCase {
 	}, {
 		name: "hostile names escaped",
 		cfg: Config{
-			Admission: fixedAdmission{Tiers: []admission.TierStats{{Name: `<script>alert("tier")</script>`}}},
-			Engine:    fixedEngine{Err: errors.New(`<img src=x onerror=alert(1)>`), Models: []string{"<b>m</b>"}},
-			Probe:     fixedProbe{Workload: `"><script>x</script>`, Status: done, Report: shapesReport(`<script>alert("model")</script>`)},
+			Admission: fixedAdmission{Tiers: []admission.TierStats{{Name: `<script>alert("tier")</script>`}},
+				Tenants: []admission.TenantStats{{Name: `<script>alert("tenant")</script>`, Weight: 1}}},
+			Engine: fixedEngine{Err: errors.New(`<img src=x onerror=alert(1)>`), Models: []string{"<b>m</b>"}},
+			Probe:  fixedProbe{Workload: `"><script>x</script>`, Status: done, Report: shapesReport(`<script>alert("model")</script>`)},
 		},
 		texts: map[string]string{
 			"engine-error": `<img src=x onerror=alert(1)>`, "engine-snapshot": "<b>m</b>",
 			"probe": `<script>alert("model")</script>`, "admission-table": `<script>alert("tier")</script>`,
+			"tenant-table": `<script>alert("tenant")</script>`,
 		},
 		check: func(t *testing.T, doc *html.Node) {
 			if n := len(elements(doc, "script", "")) + len(elements(doc, "img", "")); n > 0 {
@@ -224,6 +316,17 @@ func pageCases() []pageCase {
 			}
 		},
 	}}
+}
+
+// tableCells keys the fields of rows (row: field: text) for pageCase.cells.
+func tableCells(table string, rows map[string]map[string]string) map[[3]string]string {
+	out := map[[3]string]string{}
+	for row, fields := range rows {
+		for f, v := range fields {
+			out[[3]string{table, row, f}] = v
+		}
+	}
+	return out
 }
 
 // TestPage renders the page from fixed sources and checks what it shows.
@@ -241,7 +344,7 @@ func TestPage(t *testing.T) {
 			}
 			for at, want := range tc.cells {
 				if got, ok := rowField(doc, at[0], at[1], at[2]); got != want {
-					t.Errorf("%s tier %s %s: %q (found %v), want %q", at[0], at[1], at[2], got, ok, want)
+					t.Errorf("%s row %s %s: %q (found %v), want %q", at[0], at[1], at[2], got, ok, want)
 				}
 			}
 			if tc.check != nil {

@@ -21,6 +21,7 @@ type pageView struct {
 	EngineState string
 	Live        *livePart // nil: no live source
 	Admission   []admissionRow
+	Tenants     tenantPart
 	Engine      enginePart
 	Probe       probePart
 	History     historyPart
@@ -66,15 +67,20 @@ func liveRowOf(l Live, name, id string) liveRow {
 		TTFT:       fmtDur(l.P95TTFT), TTFTSLO: fmtSLO(l.SLO.TTFT), TTFTClass: against(l.P95TTFT, l.SLO.TTFT, l.SLO.MetTTFT(l.P95TTFT)),
 		TPOT: fmtDur(l.P95TPOT), TPOTSLO: fmtSLO(l.SLO.TPOT), TPOTClass: against(l.P95TPOT, l.SLO.TPOT, l.SLO.MetTPOT(l.P95TPOT)),
 		Failed: fmt.Sprint(l.Failed), Rejected: fmt.Sprint(l.Rejected), Cancelled: fmt.Sprint(l.Cancelled),
-	}
-	switch {
-	case math.IsNaN(l.Attainment):
-	case l.Attainment >= attainmentGoal:
-		r.AttainmentClass = "good"
-	default:
-		r.AttainmentClass = "bad"
+		AttainmentClass: attainmentClass(l.Attainment),
 	}
 	return r
+}
+
+// attainmentClass classes an attainment against the goal: "" when it is unknown (NaN).
+func attainmentClass(a float64) string {
+	switch {
+	case math.IsNaN(a):
+		return ""
+	case a >= attainmentGoal:
+		return "good"
+	}
+	return "bad"
 }
 
 // attainmentGoal is the share of requests within SLO the SLOs promise (the alerting

@@ -22,11 +22,12 @@ const (
 
 // Window keeps the most recent live requests' measurements, compactly and in bounded
 // memory (Capacity records of a few words each, however much traffic passes), and
-// summarises them per tier for the status page. It has the method set of
+// summarises them per tier and per tenant for the status page. It has the method set of
 // proxy.Observer. Safe for concurrent use.
 type Window struct {
 	span  time.Duration
 	clock clock.Clock
+	since time.Time // when it started keeping requests
 
 	mu   sync.Mutex
 	ring []record // ring[next] is the oldest once the ring is full
@@ -38,6 +39,7 @@ type Window struct {
 type record struct {
 	end        time.Time // when the response ended
 	tier       string
+	tenant     string // measure.Result.Tenant: one of admission's bounded names, or ""
 	outcome    measure.Outcome
 	judged     bool          // a stream that ended ok with output: SLOs apply
 	ttft, tpot time.Duration // measure.ClientLatency: TTFT queue wait included; TPOT 0: n/a
@@ -58,7 +60,8 @@ func NewWindow(o WindowOptions) *Window {
 	if o.Capacity <= 0 {
 		o.Capacity = DefaultCapacity
 	}
-	return &Window{span: o.Span, clock: clock.Or(o.Clock), ring: make([]record, o.Capacity)}
+	clk := clock.Or(o.Clock)
+	return &Window{span: o.Span, clock: clk, since: clk.Now(), ring: make([]record, o.Capacity)}
 }
 
 var _ LiveSource = (*Window)(nil)
@@ -72,7 +75,7 @@ func (w *Window) Capacity() int { return len(w.ring) }
 // Observe records one finished request. It takes a short lock, never blocks otherwise
 // and does not allocate.
 func (w *Window) Observe(_ wire.Request, res measure.Result) {
-	r := record{end: w.clock.Now(), tier: res.Tier, outcome: res.Outcome}
+	r := record{end: w.clock.Now(), tier: res.Tier, tenant: res.Tenant, outcome: res.Outcome}
 	r.ttft, r.tpot, r.judged = measure.ClientLatency(res)
 	w.mu.Lock()
 	defer w.mu.Unlock()
@@ -120,7 +123,8 @@ func (w *Window) Summary(tiers []admission.TierStats, def measure.SLO) (byTier [
 		get(t.Name, t.SLO)
 	}
 	sum := &tally{Live: Live{SLO: def}}
-	for _, r := range w.recent() {
+	recent, _ := w.recent()
+	for _, r := range recent {
 		t := get(r.tier, def)
 		t.add(r, t.SLO)
 		sum.add(r, t.SLO)
@@ -130,6 +134,70 @@ func (w *Window) Summary(tiers []admission.TierStats, def measure.SLO) (byTier [
 		byTier[i] = t.live()
 	}
 	return byTier, sum.live()
+}
+
+// TenantLive is one tenant's recent live traffic. Each of its requests is judged by its
+// own tier's SLO, so Live.Tier is "" and Live.SLO the zero SLO.
+type TenantLive struct {
+	Tenant string // "" for the requests no tenant was named for (see ByTenant)
+	Former bool   // the requests of every tenant no longer in force, together
+	Live
+	// Goodput is the judged requests that met their SLO per second of the time the
+	// window covers (its span, or less when it started later or is at its capacity);
+	// NaN while it covers no time.
+	Goodput float64
+}
+
+// ByTenant summarises the window per tenant as of now: first the tenants named (those
+// in force, in their order), listed even without requests; then, each in one row and
+// only when there are some, the requests no tenant was named for (refused before
+// admission, or ended before the tenants section was loaded) and the requests of
+// tenants no longer named (a reload renamed or removed them). So there are at most
+// len(names)+2 rows, however many names the window's requests carry. Each request is
+// judged by its tier's SLO in tiers, def for a tier not in tiers.
+func (w *Window) ByTenant(names []string, tiers []admission.TierStats, def measure.SLO) []TenantLive {
+	slos := make(map[string]measure.SLO, len(tiers))
+	for _, t := range tiers {
+		slos[t.Name] = t.SLO
+	}
+	index := make(map[string]int, len(names))
+	for i, n := range names {
+		index[n] = i
+	}
+	none, former := len(names), len(names)+1
+	tallies := make([]tally, len(names)+2)
+	recent, covered := w.recent()
+	for _, r := range recent {
+		i, ok := index[r.tenant]
+		switch {
+		case ok:
+		case r.tenant == "":
+			i = none
+		default:
+			i = former
+		}
+		slo, ok := slos[r.tier]
+		if !ok {
+			slo = def
+		}
+		tallies[i].add(r, slo)
+	}
+	out := make([]TenantLive, 0, len(tallies))
+	for i := range tallies {
+		t := &tallies[i]
+		if i >= none && t.Requests == 0 {
+			continue
+		}
+		tl := TenantLive{Former: i == former, Live: t.live(), Goodput: math.NaN()}
+		if i < none {
+			tl.Tenant = names[i]
+		}
+		if covered > 0 {
+			tl.Goodput = float64(t.Met) / covered.Seconds()
+		}
+		out = append(out, tl)
+	}
+	return out
 }
 
 // tally accumulates a Live and its latency samples.
@@ -173,17 +241,26 @@ func (t *tally) live() Live {
 	return l
 }
 
-// recent returns the records that ended within the span, oldest first.
-func (w *Window) recent() []record {
-	cutoff := w.clock.Now().Add(-w.span)
+// recent returns the records that ended within the span, oldest first, and how long
+// a time they cover: the span, or less when the window started later or had to forget
+// requests of the span beyond its capacity (it covers them from the oldest it kept).
+func (w *Window) recent() ([]record, time.Duration) {
+	now := w.clock.Now()
+	from := now.Add(-w.span)
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	if w.since.After(from) {
+		from = w.since
+	}
 	var out []record
 	if w.full {
 		out = append(out, w.ring[w.next:]...)
+		if oldest := w.ring[w.next].end; oldest.After(from) {
+			from = oldest
+		}
 	}
 	out = append(out, w.ring[:w.next]...)
-	return slices.DeleteFunc(out, func(r record) bool { return r.end.Before(cutoff) })
+	return slices.DeleteFunc(out, func(r record) bool { return r.end.Before(now.Add(-w.span)) }), now.Sub(from)
 }
 
 // p95 returns the nearest-rank 95th percentile of xs (which it sorts), 0 when empty.

@@ -100,14 +100,7 @@ func TestWindowSummary(t *testing.T) {
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			clk := clock.NewFake(epoch)
-			w := NewWindow(WindowOptions{Capacity: tc.capacity, Clock: clk})
-			for _, s := range tc.steps {
-				clk.Step(s.after)
-				if s.res != nil {
-					w.Observe(wire.Request{}, *s.res)
-				}
-			}
+			w := replay(tc.capacity, tc.steps)
 			byTier, all := w.Summary(tiersSL, sloDef)
 			got := map[string]Live{"all": all}
 			for i, l := range byTier {
@@ -133,6 +126,20 @@ func TestWindowSummary(t *testing.T) {
 }
 
 func ptr(r measure.Result) *measure.Result { return &r }
+
+// replay returns a window of the capacity (0: the default) that started at epoch on a
+// fake clock, after the steps.
+func replay(capacity int, steps []step) *Window {
+	clk := clock.NewFake(epoch)
+	w := NewWindow(WindowOptions{Capacity: capacity, Clock: clk})
+	for _, s := range steps {
+		clk.Step(s.after)
+		if s.res != nil {
+			w.Observe(wire.Request{}, *s.res)
+		}
+	}
+	return w
+}
 
 // sameLive compares summaries, NaN attainments as equal.
 func sameLive(a, b Live) bool {
@@ -179,4 +186,103 @@ func TestWindowObserveAllocates(t *testing.T) {
 	if n := testing.AllocsPerRun(100, func() { w.Observe(wire.Request{}, res) }); n != 0 {
 		t.Errorf("Observe allocates %v times, want 0", n)
 	}
+}
+
+// of is res of tenant.
+func of(tenant string, res measure.Result) measure.Result {
+	res.Tenant = tenant
+	return res
+}
+
+// TestWindowByTenant: per tenant, the window lists the tenants in force in their order
+// (even without requests), then one row each for the requests of no tenant and of
+// tenants no longer in force; judges each request by its own tier's SLO; and counts
+// goodput over the time it covers — since it started, its span, or since the oldest
+// request it kept at its capacity.
+func TestWindowByTenant(t *testing.T) {
+	names := []string{"acme", "beta", "other"}
+	nan := math.NaN()
+	cases := []struct {
+		name     string
+		capacity int
+		steps    []step
+		want     []TenantLive
+	}{
+		{name: "empty: the tenants in force, no time covered", want: []TenantLive{
+			{Tenant: "acme", Goodput: nan}, {Tenant: "beta", Goodput: nan}, {Tenant: "other", Goodput: nan},
+		}},
+		{name: "judged by each request's tier, over the time since the window started", steps: []step{
+			at(of("acme", stream("short", 150*ms, 5*ms))),  // over short's 100 ms
+			at(of("acme", stream("long", 150*ms, 5*ms))),   // within long's 1 s
+			at(of("beta", stream("gone", 1500*ms, 50*ms))), // an unknown tier: the default 2 s
+			at(of("beta", ended("short", measure.Rejected))),
+			{after: 10 * time.Second},
+		}, want: []TenantLive{
+			{Tenant: "acme", Live: Live{Requests: 2, Judged: 2, Met: 1, P95TTFT: 150 * ms, P95TPOT: 5 * ms}, Goodput: 0.1},
+			{Tenant: "beta", Live: Live{Requests: 2, Judged: 1, Met: 1, Rejected: 1, P95TTFT: 1500 * ms, P95TPOT: 50 * ms}, Goodput: 0.1},
+			{Tenant: "other", Goodput: 0},
+		}},
+		{name: "no tenant and tenants no longer in force, one row each", steps: []step{
+			at(of("", ended("short", measure.BadRequest))),
+			at(of("retired", stream("short", 50*ms, 5*ms))), at(of("renamed", stream("short", 50*ms, 5*ms))),
+			at(of("other", ended("long", measure.ClientCancelled))),
+			{after: 20 * time.Second},
+		}, want: []TenantLive{
+			{Tenant: "acme"}, {Tenant: "beta"},
+			{Tenant: "other", Live: Live{Requests: 1, Cancelled: 1}},
+			{Live: Live{Requests: 1}},
+			{Former: true, Live: Live{Requests: 2, Judged: 2, Met: 2, P95TTFT: 50 * ms, P95TPOT: 5 * ms}, Goodput: 0.1},
+		}},
+		{name: "older than the span forgotten, goodput over the span", steps: []step{
+			at(of("acme", stream("short", 50*ms, 5*ms))), {after: 6 * time.Minute},
+			at(of("acme", stream("short", 50*ms, 5*ms))), at(of("acme", stream("short", 50*ms, 5*ms))),
+			at(of("acme", stream("short", 50*ms, 5*ms))),
+		}, want: []TenantLive{
+			{Tenant: "acme", Live: Live{Requests: 3, Judged: 3, Met: 3, P95TTFT: 50 * ms, P95TPOT: 5 * ms}, Goodput: 0.01},
+			{Tenant: "beta"}, {Tenant: "other"},
+		}},
+		{name: "at its capacity, goodput since the oldest request kept", capacity: 2, steps: []step{
+			{after: time.Minute, res: ptr(of("acme", stream("short", 50*ms, 5*ms)))},
+			{after: 10 * time.Second, res: ptr(of("acme", stream("short", 50*ms, 5*ms)))},
+			{after: 10 * time.Second, res: ptr(of("beta", stream("short", 50*ms, 5*ms)))},
+			{after: 10 * time.Second},
+		}, want: []TenantLive{
+			{Tenant: "acme", Live: Live{Requests: 1, Judged: 1, Met: 1, P95TTFT: 50 * ms, P95TPOT: 5 * ms}, Goodput: 0.05},
+			{Tenant: "beta", Live: Live{Requests: 1, Judged: 1, Met: 1, P95TTFT: 50 * ms, P95TPOT: 5 * ms}, Goodput: 0.05},
+			{Tenant: "other"},
+		}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			w := replay(tc.capacity, tc.steps)
+			got := w.ByTenant(names, tiersSL, sloDef)
+			if len(got) != len(tc.want) {
+				t.Fatalf("%d rows %+v, want %d", len(got), got, len(tc.want))
+			}
+			for i, want := range tc.want {
+				if want.Attainment = math.NaN(); want.Judged > 0 {
+					want.Attainment = float64(want.Met) / float64(want.Judged)
+				}
+				if !sameTenantLive(got[i], want) {
+					t.Errorf("row %d:\n got %+v\nwant %+v", i, got[i], want)
+				}
+			}
+		})
+	}
+}
+
+// sameTenantLive compares tenant summaries, NaNs as equal and goodputs to within a
+// rounding error.
+func sameTenantLive(a, b TenantLive) bool {
+	ga, gb := a.Goodput, b.Goodput
+	a.Goodput, b.Goodput = 0, 0
+	switch {
+	case math.IsNaN(ga) || math.IsNaN(gb):
+		if math.IsNaN(ga) != math.IsNaN(gb) {
+			return false
+		}
+	case math.Abs(ga-gb) > 1e-9:
+		return false
+	}
+	return a.Tenant == b.Tenant && a.Former == b.Former && sameLive(a.Live, b.Live)
 }
