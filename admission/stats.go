@@ -32,6 +32,9 @@ type Stats struct {
 	Tiers  []TierStats
 	// Tenants, in the tenants section's order with OtherTenant last; nil without one.
 	Tenants []TenantStats
+	// Identify says how requests are told apart (tenant.Rule's String); "" without a
+	// tenants section.
+	Identify string
 }
 
 // TenantStats is a tenant's state at one moment.
@@ -66,6 +69,7 @@ func (c *Controller) Stats() Stats {
 		st.Tiers = append(st.Tiers, ts)
 	}
 	if c.ten != nil {
+		st.Identify = c.resolver.Load().rule.String()
 		f := c.ten.fair
 		for _, s := range append(c.ten.named, c.ten.other) {
 			st.Tenants = append(st.Tenants, TenantStats{

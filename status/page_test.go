@@ -52,6 +52,7 @@ func stats() fixedAdmission {
 // spent); and everyone else.
 func tenantStats() fixedAdmission {
 	st := stats()
+	st.Identify = "header X-Tenant"
 	st.Tenants = []admission.TenantStats{
 		{Name: "acme", Weight: 3, MaxClass: admission.Interactive, Counter: 212.5, Service: 600, Open: 3, Queued: 1,
 			Budget: admission.Budget{RequestsPerMinute: 60, MaxConcurrent: 8},
@@ -217,6 +218,9 @@ func pageCases() []pageCase {
 				if title != "" {
 					t.Errorf("no %s cell says %q", field, title)
 				}
+			}
+			if got := text(byID(doc, "tenant-identify")); got != "header X-Tenant" {
+				t.Errorf("the caption says tenants are told apart by %q, want the rule", got)
 			}
 			if got := rowCells(tab, "(none)"); got != 6 {
 				t.Errorf("the row of no tenant has %d cells, want its name, one for admission's columns and 4 live ones", got)

@@ -21,7 +21,9 @@ type tenantPart struct {
 	Off  bool   // the tiers file has no tenants section
 	Live bool   // the live columns are shown
 	Span string // the live source's span
-	Rows []tenantRow
+	// Identify says how requests are told apart, e.g. "header X-Tenant".
+	Identify string
+	Rows     []tenantRow
 }
 
 // tenantRow is one tenant, or one row of the live requests of no tenant in force
@@ -57,7 +59,7 @@ func tenantView(st admission.Stats, live LiveSource, def measure.SLO) tenantPart
 		weights += t.Weight
 		names[i] = t.Name
 	}
-	p := tenantPart{Live: live != nil}
+	p := tenantPart{Live: live != nil, Identify: st.Identify}
 	for _, t := range st.Tenants {
 		r := tenantRow{
 			Name: t.Name, ID: t.Name, InForce: true,
