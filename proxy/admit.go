@@ -28,18 +28,25 @@ func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
 	if p.cfg.Admission == nil {
 		return true
 	}
-	ex.tenant = p.cfg.Admission.Tenant(ex.r.Header)
+	if ex.class != admission.Probe { // slogate's own probes belong to no tenant
+		ex.tenant = p.cfg.Admission.Tenant(ex.r.Header)
+	}
 	tk, err := p.cfg.Admission.Admit(ex.ctx, admission.Request{
 		Model: ex.req.Model, Prompt: ex.req.Prompt, Class: ex.class, Tenant: ex.tenant, Output: outputBound(ex.req),
 	})
 	if err == nil {
-		ex.ticket = tk
+		// The ticket's tenant is the one admission charged, which a reload between the
+		// two calls may have changed.
+		ex.ticket, ex.tenant = tk, tk.Tenant()
 		writeQuota(w.Header(), tk.Quota())
 		return true
 	}
 	var rej *admission.Rejection
 	if errors.As(err, &rej) {
 		ex.tier = rej.Tier
+		if rej.Tenant != "" {
+			ex.tenant = rej.Tenant
+		}
 	}
 	switch {
 	case errors.Is(context.Cause(ex.ctx), ErrShutdown) && ex.r.Context().Err() == nil:
@@ -57,7 +64,8 @@ func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
 }
 
 // outputBound returns the most output tokens req may produce: max_tokens (or
-// max_completion_tokens) times its choices, 0 when it sets no bound.
+// max_completion_tokens) times its choices, 0 when it sets no bound. wire.Inspect
+// bounds both to int32, so the product cannot overflow.
 func outputBound(req wire.Request) int {
 	if !req.HasMaxTokens || req.MaxTokens <= 0 {
 		return 0
@@ -65,10 +73,19 @@ func outputBound(req wire.Request) int {
 	return req.MaxTokens * max(req.N, 1)
 }
 
-// writeQuota sets the headers OpenAI clients read for rate limits
-// (x-ratelimit-{limit,remaining,reset}-{requests,tokens}) from a tenant's budgets; for
-// the tokens trio, the token budget that binds first (admission.Quota.Tokens). Budgets
-// the tenant does not have get no headers.
+// writeQuota sets the headers OpenAI's API sends about rate limits from a tenant's
+// budgets: x-ratelimit-limit-X, the budget per minute; x-ratelimit-remaining-X, what is
+// left of it; x-ratelimit-reset-X, the time until it "resets to its initial state" (is
+// full again), as a Go duration string — "1s", "6m0s", "12ms" — for X requests and
+// tokens (OpenAI's rate-limits guide, "Rate limits in headers",
+// platform.openai.com/docs/guides/rate-limits). The tokens trio carries the token budget
+// that binds first (admission.Quota.Tokens). Budgets the tenant does not have get no
+// headers.
+//
+// The numbers are whole, as OpenAI's are, and never promise more than admission
+// grants: the limit and the remaining allowance are rounded down (a bucket holding 2.7
+// admits a request of 2 tokens, not one of 3), the reset up to the millisecond, so that
+// a client that waits that long finds the budget whole.
 func writeQuota(h http.Header, q admission.Quota) {
 	for _, b := range []struct {
 		what string
@@ -77,20 +94,30 @@ func writeQuota(h http.Header, q admission.Quota) {
 		if !b.a.Set() {
 			continue
 		}
-		h.Set("X-Ratelimit-Limit-"+b.what, strconv.FormatInt(int64(b.a.Limit), 10))
-		h.Set("X-Ratelimit-Remaining-"+b.what, strconv.FormatInt(int64(b.a.Remaining), 10))
-		h.Set("X-Ratelimit-Reset-"+b.what, b.a.Reset.Round(time.Millisecond).String())
+		h.Set("X-Ratelimit-Limit-"+b.what, strconv.FormatFloat(math.Floor(b.a.Limit), 'f', 0, 64))
+		h.Set("X-Ratelimit-Remaining-"+b.what, strconv.FormatFloat(math.Floor(max(b.a.Remaining, 0)), 'f', 0, 64))
+		h.Set("X-Ratelimit-Reset-"+b.what, ceilTo(b.a.Reset, time.Millisecond).String())
 	}
 }
 
+// ceilTo rounds d up to a whole multiple of unit, but for up to a microsecond above
+// one: admission's durations come from float arithmetic on per-minute budgets, a
+// nanosecond or so off the whole value they stand for, which must not cost a client a
+// whole millisecond or second.
+func ceilTo(d, unit time.Duration) time.Duration {
+	return (max(d-time.Microsecond, 0) + unit - 1).Truncate(unit)
+}
+
 // writeRejection answers a request admission turned away: 429 (503 when the engine is
-// down) with Retry-After in seconds and retry-after-ms (which OpenAI clients honour),
-// the reason and tier in headers, and the OpenAI error JSON.
+// down) with Retry-After in whole seconds and retry-after-ms (which the OpenAI SDKs
+// prefer), both rounded up so that a client that waits that long is not turned away
+// again for the same budget, the reason and tier in headers, the tenant's x-ratelimit-*
+// headers, and the OpenAI error JSON whose code is the reason.
 func writeRejection(w http.ResponseWriter, rej *admission.Rejection) {
 	h := w.Header()
 	writeQuota(h, rej.Quota)
-	h.Set("Retry-After", strconv.Itoa(max(int(math.Ceil(rej.RetryAfter.Seconds())), 1)))
-	h.Set("Retry-After-Ms", strconv.FormatInt(max(rej.RetryAfter.Milliseconds(), 1), 10))
+	h.Set("Retry-After", strconv.FormatInt(max(int64(ceilTo(rej.RetryAfter, time.Second)/time.Second), 1), 10))
+	h.Set("Retry-After-Ms", strconv.FormatInt(max(ceilTo(rej.RetryAfter, time.Millisecond).Milliseconds(), 1), 10))
 	h.Set("X-Slogate-Reason", rej.Reason.String())
 	h.Set("X-Slogate-Tier", rej.Tier)
 	typ := wire.TypeRateLimit
