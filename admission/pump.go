@@ -233,6 +233,10 @@ func (tk *Ticket) Tier() string {
 	return tk.t.cfg.Name
 }
 
+// Class returns the class the request is served at: the one it asked for, or its
+// tenant's ceiling (TenantConfig.MaxClass) when that is lower.
+func (tk *Ticket) Class() Class { return tk.class }
+
 // Tenant returns the name of the ticket's tenant ("" without a tenants section).
 func (tk *Ticket) Tenant() string { return tk.tenant }
 

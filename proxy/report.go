@@ -131,12 +131,21 @@ func (p *Proxy) accessLog(ex *exchange, res measure.Result) {
 		slog.String("tokens_from", res.Tokens.String()),
 		slog.String("finish_reason", res.FinishReason),
 		slog.String("tier", res.Tier),
-		slog.String("class", ex.class.String()),
+		slog.String("class", ex.servedClass().String()),
 		slog.String("tenant", res.Tenant),
 		slog.Float64("queue_ms", ms(res.QueueWait)),
 		slog.String("remote", ex.r.RemoteAddr),
 		slog.String("request_id", ex.r.Header.Get("X-Request-Id")),
 	)
+}
+
+// servedClass is the class the request was served at: its tenant's ceiling may have
+// lowered the one it asked for.
+func (ex *exchange) servedClass() admission.Class {
+	if ex.ticket != nil {
+		return ex.ticket.Class()
+	}
+	return ex.class
 }
 
 func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }

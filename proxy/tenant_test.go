@@ -551,6 +551,42 @@ tenants:
 	}
 }
 
+// TestTenantClassCeiling: a tenant capped at batch that asks for interactive is served,
+// and logged, as batch; another tenant keeps the class it asked for.
+func TestTenantClassCeiling(t *testing.T) {
+	e := startTenantEnv(t, admission.Enforce, `
+tiers:
+  - name: all
+    max_in_flight: 8
+    max_queue: 8
+tenants:
+  identify: {header: X-Tenant}
+  named:
+    - {name: etl, max_class: batch}
+    - {name: chat}
+`)
+	for i, tc := range []struct{ tenant, want string }{{"etl", "batch"}, {"chat", "interactive"}} {
+		h := http.Header{"X-Tenant": {tc.tenant}, admission.PriorityHeader: {"interactive"}}
+		if status, _, body := do(t, e.f.hs.Client(), http.MethodPost, e.f.hs.URL+"/v1/chat/completions", chatBody("", 4, 0, false, false), h); status != http.StatusOK {
+			t.Fatalf("%s: status %d: %s", tc.tenant, status, body)
+		}
+		e.f.obs.last(t, i+1)
+	}
+	var classes []string
+	for line := range strings.Lines(e.log.String()) {
+		var rec struct{ Msg, Class string }
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		if rec.Msg == "request" {
+			classes = append(classes, rec.Class)
+		}
+	}
+	if want := []string{"batch", "interactive"}; !slices.Equal(classes, want) {
+		t.Errorf("the access log says classes %q, want %q", classes, want)
+	}
+}
+
 // tenantSet is an Observer that keeps the distinct tenants of the Results it sees.
 // Safe for concurrent use.
 type tenantSet struct {
