@@ -116,7 +116,7 @@ type tenantSeries struct {
 	judged    prometheus.Counter
 	met       prometheus.Counter
 
-	decided []atomic.Pointer[prometheus.Counter] // by decisionSlot; nil until first use
+	decided []atomic.Pointer[prometheus.Counter] // by verdict × numReasonSlots + reason; nil until first use
 	mu      sync.Mutex                           // serialises the creation of decided
 }
 
