@@ -71,7 +71,7 @@ func TestDashboardSettings(t *testing.T) {
 		file, uid string
 		vars      []string
 	}{
-		{"overview.json", "slogate-overview", []string{varDatasource, varNamespace, varPod, varModel, varObjective}},
+		{"overview.json", "slogate-overview", []string{varDatasource, varNamespace, varPod, varModel, varObjective, varTenant}},
 		{"capacity.json", "slogate-capacity", []string{varDatasource, varNamespace, varPod}},
 		{"probes.json", "slogate-probes", []string{varDatasource, varNamespace, varPod, varWorkload}},
 	}

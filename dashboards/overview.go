@@ -14,19 +14,23 @@ const (
 	e2eHistogram  = "slogate_e2e_request_duration_seconds"
 	gapHistogram  = "slogate_inter_token_gap_seconds"
 	waitHistogram = "slogate_queue_wait_seconds"
+
+	tenantWaitHistogram = "slogate_tenant_queue_wait_seconds"
 )
 
 // Overview is the SLO overview (uid slogate-overview): SLO attainment and error-budget
 // burn per tier, latency percentiles per tier and model, goodput, rejections by reason
-// and requests by outcome.
+// and requests by outcome; and, with tenants, a collapsed row per tenant.
 func Overview() (dashboard.Dashboard, error) {
 	b := newDashboard("slogate-overview", "slogate / SLO overview",
 		"Whether requests through slogate meet their tier's TTFT and TPOT SLOs, how fast the error budget burns, and where the latency goes.").
 		WithVariable(modelVariable()).
-		WithVariable(objectiveVariable())
+		WithVariable(objectiveVariable()).
+		WithVariable(tenantVariable())
 	withRow(b, "SLO attainment", sloPanels()...)
 	withRow(b, "Latency", latencyPanels()...)
 	withRow(b, "Traffic and rejections", trafficPanels()...)
+	withRepeatedRow(b, "Tenant $"+varTenant, varTenant, tenantPanels()...)
 	return build(b)
 }
 
@@ -108,14 +112,11 @@ func latencyPanels() []cog.Builder[dashboard.Panel] {
 
 // trafficPanels are request rates by outcome, rejections and tokens.
 func trafficPanels() []cog.Builder[dashboard.Panel] {
-	stacked := common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)
 	return []cog.Builder[dashboard.Panel]{
-		graph("Requests by outcome", "Inference requests finished per second, stacked by how they ended: ok, client_cancelled, upstream_error, upstream_timeout, aborted_midstream, engine_error (an error event inside an answered stream), bad_request, rejected, shutdown (cut short at the end of a drain).", unitReqPerSec,
-			query(sumBy("outcome", rate(selModel("slogate_requests_total"))), "{{outcome}}")).
-			Stacking(stacked).FillOpacity(40).Min(0),
-		graph("Rejections and sheds by reason", "Requests admission turned away per second, by reason: tier-rate, queue-full, queue-timeout, predicted-late, saturated, engine-down, in-flight-cap, client-gone, shed. Shadow mode counts what enforce would have rejected.", unitReqPerSec,
-			query(sumBy("reason", rate(sel("slogate_admission_decisions_total", `decision="rejected"`))), "{{reason}}")).
-			Stacking(stacked).FillOpacity(40).Min(0),
+		stackedGraph("Requests by outcome", "Inference requests finished per second, stacked by how they ended: ok, client_cancelled, upstream_error, upstream_timeout, aborted_midstream, engine_error (an error event inside an answered stream), bad_request, rejected, shutdown (cut short at the end of a drain).", unitReqPerSec,
+			query(sumBy("outcome", rate(selModel("slogate_requests_total"))), "{{outcome}}")),
+		stackedGraph("Rejections and sheds by reason", "Requests admission turned away per second, by reason: tier-rate, queue-full, queue-timeout, predicted-late, saturated, engine-down, in-flight-cap, client-gone, shed. Shadow mode counts what enforce would have rejected.", unitReqPerSec,
+			query(sumBy("reason", rate(sel("slogate_admission_decisions_total", `decision="rejected"`))), "{{reason}}")),
 		ratioGraph("Rejected share by tier", "Share of each tier's admission decisions that rejected the request.",
 			query(sumBy("tier", rate(sel("slogate_admission_decisions_total", `decision="rejected"`)))+
 				"\n/\n"+sumBy("tier", rate(sel("slogate_admission_decisions_total"))), "{{tier}}")),
@@ -123,5 +124,39 @@ func trafficPanels() []cog.Builder[dashboard.Panel] {
 			query(sumBy("model", rate(selModel("slogate_prompt_tokens_total"))), "prompt {{model}}"),
 			query(sumBy("model", rate(selModel("slogate_generation_tokens_total"))), "output {{model}}")).
 			Min(0),
+	}
+}
+
+// tenantTokens returns the rate of the tenant's input and output tokens together, or of
+// every tenant's with sel.
+func tenantTokens(sel func(string, ...string) string) string {
+	return sumBy("", rate(sel("slogate_tenant_input_tokens_total"))) + " + " +
+		sumBy("", rate(sel("slogate_tenant_output_tokens_total")))
+}
+
+// tenantPanels are the panels of one tenant's row: its traffic, its budgets, its wait and
+// its SLO attainment, and why it is turned away.
+func tenantPanels() []cog.Builder[dashboard.Panel] {
+	return []cog.Builder[dashboard.Panel]{
+		stackedGraph("Requests by outcome", "The tenant's inference requests finished per second, stacked by how they ended (rejected: turned away by admission, its budgets included).", unitReqPerSec,
+			query(sumBy("outcome", rate(selTenant("slogate_tenant_requests_total"))), "{{outcome}}")),
+		graph("Tokens in and out", "The tenant's prompt (in) and output (out) tokens per second, from the engine's usage reports (or the stream's chunks): what its input_tokens and output_tokens budgets are settled against.", unitTokensRate,
+			query(sumBy("", rate(selTenant("slogate_tenant_input_tokens_total"))), "in"),
+			query(sumBy("", rate(selTenant("slogate_tenant_output_tokens_total"))), "out")).
+			Min(0),
+		ratioGraph("Share of served tokens", "The tenant's prompt and output tokens over those of every tenant: the share of the engine's work it got. Fair share weighs tenants by their weight (slogate_tenant_weight) when they compete.",
+			query("("+tenantTokens(selTenant)+")\n/\n("+tenantTokens(sel)+")", "share")).
+			Span(thirdWidth),
+		ratioGraph("Budget remaining", "The share of each of the tenant's budgets left, per budget (requests, input_tokens, output_tokens per minute; concurrency), on the pod with the least left: each slogate instance holds the tenant to its budgets alone. At 0, its requests are turned away. No series: the tenant has no budget.",
+			query(`min by (budget) (`+selTenant("slogate_tenant_budget_remaining")+" / "+selTenant("slogate_tenant_budget_limit")+")", "{{budget}}")).
+			Span(thirdWidth),
+		graph("Queue wait p95", "95th percentile of the time the tenant's requests waited in their tier's admission queue before dispatch, of every request admission dispatched. A tenant over its fair share waits behind the others.", unitSeconds,
+			query(quantile(0.95, tenantWaitHistogram, varTenant, selTenant), "p95")).
+			Min(0).Span(thirdWidth),
+		ratioGraph("SLO attainment", "Share of the tenant's streamed requests that ended ok whose TTFT (queue wait included) and TPOT both met their tier's SLO.",
+			query(sumBy("", rate(selTenant("slogate_tenant_slo_met_requests_total")))+"\n/\n"+
+				sumBy("", rate(selTenant("slogate_tenant_slo_judged_requests_total"))), "attainment")),
+		stackedGraph("Rejections by reason", "The tenant's requests admission turned away per second, by reason: its budgets (tenant-requests, tenant-input-tokens, tenant-output-tokens, tenant-concurrency), shed (for a tenant below its share, or a higher class), and the tier's reasons. Shadow mode counts what enforce would have rejected.", unitReqPerSec,
+			query(sumBy("reason", rate(selTenant("slogate_tenant_admission_decisions_total", `decision="rejected"`))), "{{reason}}")),
 	}
 }

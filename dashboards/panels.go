@@ -97,6 +97,14 @@ func graph(title, description, unit string, queries ...*prometheus.DataqueryBuil
 			Sort(common.SortOrderDescending))
 }
 
+// stackedGraph is a graph of rates from 0 up, its series stacked and filled: the parts of
+// a whole, such as requests by outcome.
+func stackedGraph(title, description, unit string, queries ...*prometheus.DataqueryBuilder) *timeseries.PanelBuilder {
+	return graph(title, description, unit, queries...).
+		Stacking(common.NewStackingConfigBuilder().Mode(common.StackingModeNormal)).
+		FillOpacity(40).Min(0)
+}
+
 // ratioGraph is a graph of ratios between 0 and 1.
 func ratioGraph(title, description string, queries ...*prometheus.DataqueryBuilder) *timeseries.PanelBuilder {
 	return graph(title, description, unitRatio, queries...).Min(0).Max(1)
@@ -150,6 +158,17 @@ func heatmapPanel(title, description, unit, expr string) *heatmap.PanelBuilder {
 		Span(halfWidth).
 		Calculate(false).
 		YAxis(heatmap.NewYAxisConfigBuilder().Unit(unit))
+}
+
+// withRepeatedRow adds a row titled title to b, repeated for each value of variable and
+// collapsed (Grafana keeps a row's own panels only while it is collapsed), holding
+// panels laid out left to right.
+func withRepeatedRow(b *dashboard.DashboardBuilder, title, variable string, panels ...cog.Builder[dashboard.Panel]) {
+	row := dashboard.NewRowBuilder(title).Repeat(variable).Collapsed(true)
+	for _, p := range panels {
+		row.WithPanel(p)
+	}
+	b.WithRow(row)
 }
 
 // thresholds are absolute thresholds: base below the first step, then each step's

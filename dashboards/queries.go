@@ -25,6 +25,12 @@ func selModel(metric string, matchers ...string) string {
 	return sel(metric, append([]string{`model=~"$model"`}, matchers...)...)
 }
 
+// selTenant is sel for a metric with a tenant label: it also filters by tenant (one
+// tenant in a repeated tenant row).
+func selTenant(metric string, matchers ...string) string {
+	return sel(metric, append([]string{`tenant=~"$tenant"`}, matchers...)...)
+}
+
 // rate returns rate(selector[$__rate_interval]).
 func rate(selector string) string {
 	return "rate(" + selector + rateInterval + ")"

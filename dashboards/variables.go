@@ -19,6 +19,7 @@ const (
 	varPod        = "pod"
 	varModel      = "model"
 	varWorkload   = "workload"
+	varTenant     = "tenant"
 	varObjective  = "objective"
 )
 
@@ -86,6 +87,14 @@ func modelVariable() *dashboard.QueryVariableBuilder {
 	return labelVariable(varModel, "Model",
 		"Models the engine serves, as slogate's model label has them (other: any name the engine does not serve).",
 		`slogate_requests_total{namespace=~"$namespace", pod=~"$pod"}`)
+}
+
+// tenantVariable lists the tenants, as the tenant metrics label them; empty without a
+// tenants section in the tiers file.
+func tenantVariable() *dashboard.QueryVariableBuilder {
+	return labelVariable(varTenant, "Tenant",
+		"Tenants of the tiers file's tenants section, as slogate's tenant label has them (other: every client of no named tenant). The tenant rows repeat for each one selected.",
+		`slogate_tenant_requests_total{namespace=~"$namespace", pod=~"$pod"}`)
 }
 
 // workloadVariable lists the prober's workloads.

@@ -14,13 +14,15 @@ var _ admission.DecisionObserver = (*Metrics)(nil)
 
 // ObserveDecision counts one admission decision in slogate_admission_decisions_total,
 // under its tier (as Observe labels it: NoTier for "", OtherTier past MaxTierLabels
-// names), class, verdict and reason. Shadow decisions count like enforced ones. It is
+// names), class, verdict and reason, and, when d.Tenant is set and d is no probe's, in
+// slogate_tenant_admission_decisions_total. Shadow decisions count like enforced ones. It is
 // called by admission for every decision, without admission's lock held; it is safe for
 // concurrent use, never blocks on I/O, and once a label set's series exists it takes no
 // lock and allocates nothing.
 func (m *Metrics) ObserveDecision(d admission.Decision) {
 	e := m.tiers.lookup(d.Tier)
 	m.decided.counter(e, d.Class, d.Verdict, d.Reason).Inc()
+	m.observeTenantDecision(&d)
 }
 
 // decisionIndex caches the children of slogate_admission_decisions_total by a packed

@@ -10,11 +10,12 @@ import (
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/clock"
+	"github.com/slogate/slogate/measure"
 )
 
-// This file holds every metric slogate exports: the per-request and per-decision metrics
-// created in New, and the descriptors of the scrape-time collectors (collectors.go,
-// engine.go, admission.go).
+// This file holds every metric slogate exports but the tenants' (tenants.go): the
+// per-request and per-decision metrics created in New, and the descriptors of the
+// scrape-time collectors (collectors.go, engine.go, admission.go).
 // docs/metrics.md documents each one.
 
 // Label names.
@@ -54,18 +55,20 @@ type Metrics struct {
 	decisions *prometheus.CounterVec   // tier, class, decision, reason
 
 	tiers     tierIndex
+	tenants   tenantIndex  // the slogate_tenant_* series (tenants.go)
+	slos      tierSLOs     // what the tenants' requests are judged by
 	precreate []*tierEntry // the tiers whose latency series every model gets up front
 	models    modelIndex
 	decided   decisionIndex
 }
 
 // New creates slogate's metrics and registers them on reg (never the global registry):
-// the per-request and admission decision metrics, slogate_build_info, and the
-// scrape-time collectors for opts.InFlight, opts.Engine, opts.Admission and
-// opts.Reloads when they are set (see Options for what counts as set). Like promauto
-// and the client_golang constructors, it panics on a wiring mistake: a nil reg, options
-// that fail Validate (check them first where they come from user input), or a metric of
-// the same name already registered on reg.
+// the per-request and admission decision metrics (per tenant too, tenants.go),
+// slogate_build_info, and the scrape-time collectors for opts.InFlight, opts.Engine,
+// opts.Admission and opts.Reloads when they are set (see Options for what counts as
+// set). Like promauto and the client_golang constructors, it panics on a wiring mistake:
+// a nil reg, options that fail Validate (check them first where they come from user
+// input), or a metric of the same name already registered on reg.
 func New(reg prometheus.Registerer, opts Options) *Metrics {
 	if reg == nil {
 		panic("exporter: New with a nil registerer")
@@ -118,11 +121,14 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 			"version": orUnknown(opts.Version), "revision": orUnknown(opts.Revision), "goversion": runtime.Version(),
 		},
 	}).Set(1)
+	m.tenants.init(newTenantMetrics(f, hist))
+	m.slos.init(measure.NewSLO(opts.TTFT, opts.TPOT))
 	m.register(reg, opts)
 	m.tiers.init(m.queueWait)
 	m.precreate = m.initialTiers(opts.Admission)
 	m.models.init(m, opts.ServedModels, opts.UnknownModels)
 	m.decided.init(m.decisions)
+	m.initialTenants(opts.Admission)
 	return m
 }
 
@@ -135,7 +141,7 @@ func (m *Metrics) register(reg prometheus.Registerer, opts Options) {
 		reg.MustRegister(engineCollector{src: opts.Engine, clock: opts.Clock})
 	}
 	if !absent(opts.Admission) {
-		reg.MustRegister(admissionCollector{src: opts.Admission})
+		reg.MustRegister(tenantCollector{src: opts.Admission, slos: &m.slos}) // and the admission gauges
 	}
 	if !absent(opts.Probe) {
 		reg.MustRegister(probeCollector{src: opts.Probe})

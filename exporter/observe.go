@@ -31,7 +31,11 @@ var _ interface {
 //     (outcome not Rejected), whatever else the outcome;
 //   - every gap in res.Gaps, whatever the outcome (callers that keep gaps; a caller that
 //     feeds GapObserver instead must not also keep them, or gaps count twice);
-//   - prompt and output tokens, whatever the outcome, when the result has them.
+//   - prompt and output tokens, whatever the outcome, when the result has them;
+//   - when res.Tenant is set (the tiers file has a tenants section), the slogate_tenant_*
+//     request, token and queue wait series under its tenant (MaxTenantLabels bounds the
+//     names), and whether an SLO judged it and it met its tier's SLO
+//     (measure.SLO.MetByClient).
 func (m *Metrics) Observe(req wire.Request, res measure.Result) {
 	s := m.models.lookup(req.Model)
 	e := m.tiers.lookup(res.Tier)
@@ -58,6 +62,7 @@ func (m *Metrics) Observe(req wire.Request, res measure.Result) {
 	if res.OutputTokens > 0 && res.Tokens != measure.TokensNone {
 		s.generatedBy(res.Tokens).Add(float64(res.OutputTokens))
 	}
+	m.observeTenant(&res)
 }
 
 // GapObserver returns a function that records one inter-token gap of req in

@@ -37,8 +37,8 @@ type ModelWatcher interface {
 }
 
 // AdmissionSource reports admission control's state. *admission.Controller satisfies
-// it. Stats must be safe for concurrent use; it is called once per scrape (and once by
-// New, to learn the tiers whose series to create up front).
+// it. Stats must be safe for concurrent use; it is called once per scrape (and by New,
+// to learn the tiers and tenants whose series to create up front, and the tiers' SLOs).
 type AdmissionSource interface {
 	Stats() admission.Stats
 }
@@ -178,8 +178,11 @@ type Options struct {
 
 	// Admission, if set, is read at scrape time for the slogate_admission_* gauges
 	// (mode, engine state, and per tier: requests in flight and their caps, queues,
-	// rates, SLOs, observed p95s, service rates, input-length bounds). Its tiers at the
-	// time New is called get their per-request series created up front, at zero.
+	// rates, SLOs, observed p95s, service rates, input-length bounds) and the
+	// slogate_tenant_* gauges (weights, budgets, open and queued requests, fair-share
+	// counters). Its tiers and tenants at the time New is called get their per-request
+	// series created up front, at zero; the tenants' requests are judged by their tier's
+	// SLO as its Stats last reported it.
 	Admission AdmissionSource
 
 	// Reloads, if set, is read at scrape time for

@@ -21,26 +21,31 @@ import (
 )
 
 // The end-to-end test of the dashboards and the rules against a real Prometheus, the
-// Debian package's, which `make test` installs. Two demos are scraped every second with
-// the target labels a Kubernetes PodMonitor adds (namespace, pod), and
+// Debian package's, which `make test` installs. Two demos and a slogate serve are scraped
+// every second with the target labels a Kubernetes PodMonitor adds (namespace, pod), and
 // alerts/slogate.rules.yml is loaded with an evaluation every second:
 //
 //   - the healthy demo impersonates vLLM and runs the demo's load, probe and
 //     calibrations; the test asks for a second calibration, the first one with a knee to
 //     compare against;
 //   - the breach demo impersonates SGLang (the only engine reporting retracted
-//     requests) and serves only the alert test's requests.
+//     requests) and serves only the alert test's requests;
+//   - the tenants target is slogate serve in enforce mode with the tenants section of
+//     testdata/tenants.yaml, in front of a simulator, with clients of three tenants, one
+//     of which is over its budget all along.
 //
 // Every query of every dashboard panel must return data, every recording rule a series,
 // and every metric a dashboard names must exist. The alert test sends the breach demo
 // healthy requests, checks that the TTFT burn-rate page is not pending, then makes the
 // simulator wait past the TTFT SLO before every answer and waits for the page to go
-// pending.
+// pending. The tenant alert test waits for SlogateTenantThrottled to go pending for the
+// tenant over its budget, and only for it.
 
 const (
 	prometheusBin  = "/usr/bin/prometheus"
 	rulesFile      = "../../alerts/slogate.rules.yml"
 	dashboardsGlob = "../../dashboards/json/*.json"
+	tenantsFile    = "testdata/tenants.yaml"
 	// rateInterval stands for Grafana's $__rate_interval: fifteen scrapes.
 	rateInterval = "15s"
 )
@@ -51,35 +56,42 @@ type promTarget struct {
 	namespace, pod string
 }
 
-// e2e is a Prometheus scraping two demos.
+// e2e is a Prometheus scraping two demos and a slogate serve with tenants.
 type e2e struct {
 	prom    string     // Prometheus's base URL
 	healthy promTarget // load, probes, calibrations
 	breach  promTarget // the alert test's
+	tenants promTarget // tenants, one of them throttled
 }
 
 func TestPrometheusEndToEnd(t *testing.T) {
 	if _, err := os.Stat(prometheusBin); err != nil {
 		t.Fatalf("%s is missing; it is the Debian package prometheus, which make test installs: %v", prometheusBin, err)
 	}
+	p, _ := enginesim.LookupProfile("tiny")
+	engine := simtest.Engine(t, enginesim.Config{Profile: p})
 	e := &e2e{
-		healthy: startDemo(t, "slogate-demo", "demo-vllm-0", "--load"),
-		breach:  startDemo(t, "slogate-breach", "demo-sglang-0", "--flavor", "sglang", "--probe=false", "--calibrate=false"),
+		healthy: startSlogate(t, "slogate-demo", "demo-vllm-0", "demo", "--load"),
+		breach:  startSlogate(t, "slogate-breach", "demo-sglang-0", "demo", "--flavor", "sglang", "--probe=false", "--calibrate=false"),
+		tenants: startSlogate(t, "slogate-tenants", "serve-0", "serve", "--upstream", engine.URL, "--tiers-file", tenantsFile,
+			"--admission", "enforce", "--dcgm", "off", "--log-format", "text"),
 	}
-	e.prom = startPrometheus(t, e.healthy, e.breach)
+	tenantLoad(t, e.tenants)
+	e.prom = startPrometheus(t, e.healthy, e.breach, e.tenants)
 	t.Run("TTFTBurnAlert", func(t *testing.T) { t.Parallel(); e.checkBurnAlert(t) })
+	t.Run("TenantThrottledAlert", func(t *testing.T) { t.Parallel(); e.checkTenantAlert(t) })
 	t.Run("Dashboards", func(t *testing.T) { t.Parallel(); e.checkDashboards(t) })
 }
 
-// startDemo runs slogate demo on free loopback ports until the test ends; when the
-// test fails, it logs what the demo's schedules did.
-func startDemo(t *testing.T, namespace, pod string, args ...string) promTarget {
+// startSlogate runs a slogate command (demo or serve) on free loopback ports until the
+// test ends; when the test fails, it logs what the command's schedules did.
+func startSlogate(t *testing.T, namespace, pod, command string, args ...string) promTarget {
 	t.Helper()
 	d := promTarget{data: simtest.FreeAddr(t), admin: simtest.FreeAddr(t), namespace: namespace, pod: pod}
 	ctx, cancel := context.WithCancel(context.Background())
 	out := &simtest.Buffer{}
 	done := make(chan int, 1)
-	args = append([]string{"demo", "--listen", d.data, "--admin-listen", d.admin, "--log-level", "info"}, args...)
+	args = append([]string{command, "--listen", d.data, "--admin-listen", d.admin, "--log-level", "info"}, args...)
 	go func() { done <- run(ctx, args, out, out) }()
 	t.Cleanup(func() {
 		cancel()
@@ -91,13 +103,13 @@ func startDemo(t *testing.T, namespace, pod string, args ...string) promTarget {
 					lines = append(lines, l)
 				}
 			}
-			t.Logf("demo %s exited %d:\n%s", pod, code, strings.Join(lines, ""))
+			t.Logf("%s %s exited %d:\n%s", command, pod, code, strings.Join(lines, ""))
 		}
 		if code != 0 {
-			t.Errorf("demo %s exited %d", pod, code)
+			t.Errorf("%s %s exited %d", command, pod, code)
 		}
 	})
-	awaitProm(t, "demo "+pod+" to be ready", 30*time.Second, func() (bool, error) {
+	awaitProm(t, command+" "+pod+" to be ready", 30*time.Second, func() (bool, error) {
 		return simtest.Status("http://"+d.admin+"/readyz") == http.StatusOK, nil
 	})
 	return d
@@ -260,7 +272,7 @@ func (e *e2e) checkBurnAlert(t *testing.T) {
 	base := "http://" + e.breach.data
 	sli := fmt.Sprintf("slogate:ttft_bad:ratio_rate5m{namespace=%q}", e.breach.namespace)
 	awaitProm(t, "a TTFT SLI of 0 for healthy requests", time.Minute, func() (bool, error) {
-		if err := complete(context.Background(), base, ""); err != nil {
+		if err := complete(context.Background(), base, nil); err != nil {
 			t.Fatalf("a healthy request: %v", err)
 		}
 		s, err := promQuery(e.prom, sli)
@@ -276,6 +288,8 @@ func (e *e2e) checkBurnAlert(t *testing.T) {
 	}
 
 	// Every answer now starts after 3 s, past the 2 s SLO.
+	slow := http.Header{}
+	slow.Set(enginesim.FaultHeader, "delay=3s")
 	breach := time.Now()
 	ctx, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -283,7 +297,7 @@ func (e *e2e) checkBurnAlert(t *testing.T) {
 	for range 32 {
 		wg.Go(func() {
 			for ctx.Err() == nil {
-				if complete(ctx, base, "delay=3s") != nil {
+				if complete(ctx, base, slow) != nil {
 					select { // the demo is going away: ask again a little later
 					case <-ctx.Done():
 					case <-time.After(100 * time.Millisecond):
@@ -301,16 +315,16 @@ func (e *e2e) checkBurnAlert(t *testing.T) {
 	t.Logf("the TTFT burn-rate page went pending %s into the breach", time.Since(breach).Round(time.Second))
 }
 
-// complete streams a short completion through slogate at base, with the simulator's
-// fault directives, and reads it to the end.
-func complete(ctx context.Context, base, faults string) error {
+// complete streams a short completion through slogate at base, with header (the
+// simulator's fault directives, a tenant), and reads it to the end.
+func complete(ctx context.Context, base string, header http.Header) error {
 	body := `{"prompt":"is the SLO met?","max_tokens":4,"stream":true}`
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/completions", strings.NewReader(body))
 	if err != nil {
 		return err
 	}
-	if faults != "" {
-		req.Header.Set(enginesim.FaultHeader, faults)
+	for k, v := range header {
+		req.Header[k] = v
 	}
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
@@ -324,4 +338,53 @@ func complete(ctx context.Context, base, faults string) error {
 		return fmt.Errorf("status %d", resp.StatusCode)
 	}
 	return nil
+}
+
+// tenantLoad sends the tenants target streamed completions until the test ends: alpha's
+// two clients, one of an identity no tenant matches (other), and beta's, which asks for
+// about ten a second against its budget of 60 a minute and so is turned away for it
+// (tenant-requests) all along.
+func tenantLoad(t *testing.T, tg promTarget) {
+	base := "http://" + tg.data
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { stop(); wg.Wait() })
+	for _, c := range []struct {
+		tenant string
+		pause  time.Duration
+	}{{"alpha", 50 * time.Millisecond}, {"alpha", 100 * time.Millisecond}, {"carol", 100 * time.Millisecond}, {"beta", 100 * time.Millisecond}} {
+		h := http.Header{}
+		h.Set("X-Tenant", c.tenant)
+		wg.Go(func() {
+			for ctx.Err() == nil {
+				_ = complete(ctx, base, h) // beta's 429s too
+				select {
+				case <-ctx.Done():
+				case <-time.After(c.pause):
+				}
+			}
+		})
+	}
+}
+
+// checkTenantAlert waits for SlogateTenantThrottled to go pending for beta, the tenant
+// over its requests budget, and checks that it is for nobody else: alpha and other stay
+// within theirs.
+func (e *e2e) checkTenantAlert(t *testing.T) {
+	expr := fmt.Sprintf(`ALERTS{alertname="SlogateTenantThrottled", namespace=%q}`, e.tenants.namespace)
+	awaitProm(t, "SlogateTenantThrottled to go pending for beta", 90*time.Second, func() (bool, error) {
+		s, err := promQuery(e.prom, expr+` == 1`)
+		return slices.ContainsFunc(s, func(s promSample) bool {
+			return s.Metric["tenant"] == "beta" && s.Metric["reason"] == "tenant-requests"
+		}), err
+	})
+	s, err := promQuery(e.prom, expr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range s {
+		if a.Metric["tenant"] != "beta" || a.Metric["reason"] != "tenant-requests" {
+			t.Errorf("SlogateTenantThrottled %v, want it only for beta and tenant-requests", a.Metric)
+		}
+	}
 }
