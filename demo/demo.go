@@ -18,6 +18,7 @@ import (
 	"github.com/slogate/slogate/schedule"
 	"github.com/slogate/slogate/sidecar"
 	"github.com/slogate/slogate/synth"
+	"github.com/slogate/slogate/tenant"
 )
 
 // The demo's schedules and settings: short enough to fill the dashboards within a
@@ -127,7 +128,7 @@ func (d *demo) run(ctx context.Context, simCfg enginesim.Config, o Config, stder
 		sc.Engine().Scrape(ctx) // learn the served models before the traffic starts
 		base := "http://" + sc.Addr().String()
 		for i := range o.Streams {
-			wg.Go(func() { syntheticClient(bg, base, uint64(i)) })
+			wg.Go(func() { syntheticClient(bg, base, demoTenants[i%len(demoTenants)], uint64(i)) })
 		}
 		wg.Go(func() { d.report(bg, 5*time.Second) })
 	}
@@ -173,7 +174,9 @@ func demoSidecarConfig(upstream string) sidecar.Config {
 
 // demoTiers are the built-in tiers with a rate limit on medium that the synthetic
 // traffic's long prompts exceed, so that admission has rejections to record (in shadow
-// mode, serve's default, it records them and rejects nothing).
+// mode, serve's default, it records them and rejects nothing), and a tenants section:
+// the synthetic clients name their tenant in X-Tenant (demoTenants), chat has twice the
+// others' share, and etl is served as batch with an output budget its clients exceed.
 func demoTiers() admission.Config {
 	cfg := admission.DefaultConfig()
 	for i := range cfg.Tiers {
@@ -181,8 +184,19 @@ func demoTiers() admission.Config {
 			cfg.Tiers[i].Rate, cfg.Tiers[i].Burst = 0.5, 2
 		}
 	}
+	cfg.Tenants = &admission.Tenants{
+		Identify: tenant.Rule{Header: "X-Tenant"},
+		Named: []admission.TenantConfig{
+			{Name: "chat", Weight: 2},
+			{Name: "search"},
+			{Name: "etl", MaxClass: "batch", Budget: admission.Budget{OutputTokensPerMinute: 3000}},
+		},
+	}
 	return cfg
 }
+
+// demoTenants are the tenants the synthetic clients take in turn.
+var demoTenants = []string{"chat", "search", "etl"}
 
 // exercise runs the demo's probe once the sidecar is ready, then its calibration (the
 // sidecar's arbiter would hold either back while the other runs). Later runs follow

@@ -19,12 +19,13 @@ const demoPreamble = "You are the assistant of the slogate demo. Answer in plain
 
 var demoWords = strings.Fields("the engine serves tokens while the proxy measures each one and exports the result")
 
-// syntheticClient streams completions of varied sizes through slogate until ctx ends.
-func syntheticClient(ctx context.Context, base string, seed uint64) {
+// syntheticClient streams completions of varied sizes through slogate, as tenant, until
+// ctx ends.
+func syntheticClient(ctx context.Context, base, tenant string, seed uint64) {
 	rng := rand.New(rand.NewPCG(seed, 0x5106a7e))
 	for ctx.Err() == nil {
 		body, giveUp := demoRequest(rng)
-		demoSend(ctx, base, body, giveUp)
+		demoSend(ctx, base, tenant, body, giveUp)
 		select {
 		case <-ctx.Done():
 		case <-time.After(time.Duration(rng.IntN(500)) * time.Millisecond):
@@ -53,14 +54,16 @@ func demoRequest(rng *rand.Rand) (body string, giveUp bool) {
 	return fmt.Sprintf(`{"prompt":%q,"max_tokens":%d,"stream":true}`, prompt.String(), maxTokens), giveUp
 }
 
-// demoSend sends one request and reads its answer, or only the first chunk of it.
-func demoSend(ctx context.Context, base, body string, giveUp bool) {
+// demoSend sends one request of tenant and reads its answer, or only the first chunk of
+// it.
+func demoSend(ctx context.Context, base, tenant, body string, giveUp bool) {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, base+"/v1/completions", strings.NewReader(body))
 	if err != nil {
 		return
 	}
+	req.Header.Set("X-Tenant", tenant)
 	resp, err := http.DefaultClient.Do(req)
 	if err != nil {
 		return
