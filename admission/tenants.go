@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 
 	"github.com/slogate/slogate/tenant"
 )
@@ -21,10 +22,24 @@ type Tenants struct {
 	// Fairness weighs the service a tenant gets, in tokens.
 	Fairness Fairness `yaml:"fairness,omitempty"`
 	// Named lists the tenants with a name of their own, which is also their metric label.
-	Named []TenantConfig `yaml:"named"`
+	Named []TenantConfig `yaml:"named,omitempty"`
 	// Other applies to every request whose identity matches no named tenant; its name is
 	// always "other". Its weight and budgets are shared by all of them.
 	Other TenantConfig `yaml:"other,omitempty"`
+}
+
+// UnmarshalYAML decodes the section as written (strictly, as the rest of the file),
+// keeping no empty list: an empty named list is none, so that a section reads the same
+// after it was written back.
+func (ts *Tenants) UnmarshalYAML(unmarshal func(any) error) error {
+	type plain Tenants // without this method
+	if err := unmarshal((*plain)(ts)); err != nil {
+		return err
+	}
+	if len(ts.Named) == 0 {
+		ts.Named = nil
+	}
+	return nil
 }
 
 // Fairness weighs service as the Virtual Token Counter does (Sheng et al., "Fairness in
@@ -52,6 +67,19 @@ type TenantConfig struct {
 	Budget Budget `yaml:"budget,omitempty"`
 }
 
+// UnmarshalYAML decodes a tenant strictly; an empty match list is none (the tenant
+// matches its name).
+func (tc *TenantConfig) UnmarshalYAML(unmarshal func(any) error) error {
+	type plain TenantConfig // without this method
+	if err := unmarshal((*plain)(tc)); err != nil {
+		return err
+	}
+	if len(tc.Match) == 0 {
+		tc.Match = nil
+	}
+	return nil
+}
+
 // Budget is what a tenant may use. A request reserves its estimated cost at admission
 // (one request, its estimated prompt tokens, and its max_tokens or the tenant's learned
 // mean output) and settles it against the engine's usage when it ends, so concurrent
@@ -74,7 +102,13 @@ const OtherTenant = "other"
 // maxTenants bounds the named tenants, and with them the tenant label's values.
 const maxTenants = 64
 
-var tenantName = regexp.MustCompile(`^[a-z0-9]([a-z0-9_.-]{0,30}[a-z0-9])?$`)
+var (
+	tenantName = regexp.MustCompile(`^[a-z0-9]([a-z0-9_.-]{0,30}[a-z0-9])?$`)
+	bearerHash = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`) // what tenant.Hash returns
+)
+
+// finite reports whether v is a finite number >= 0 (NaN is not).
+func finite(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
 
 // validate reports the first inconsistent setting of the section.
 func (ts *Tenants) validate() error {
@@ -95,7 +129,7 @@ func (ts *Tenants) validate() error {
 	}
 	names := map[string]bool{OtherTenant: true}
 	ids := map[string]string{}
-	for i, tc := range append(ts.Named, ts.Other) {
+	for i, tc := range slices.Concat(ts.Named, []TenantConfig{ts.Other}) { // not append: ts.Named is the caller's
 		name := tc.Name
 		if i == len(ts.Named) {
 			name = OtherTenant
@@ -114,6 +148,9 @@ func (ts *Tenants) validate() error {
 				if id == "" || len(id) > tenant.MaxIdentity {
 					return bad("tenant %q: match values are 1-%d characters", name, tenant.MaxIdentity)
 				}
+				if ts.Identify.Bearer && len(tc.Match) > 0 && !bearerHash.MatchString(id) {
+					return bad("tenant %q: with identify bearer, match values are tenant hashes of the tokens (sha256: and 64 lower-case hex digits), got %.16q", name, id)
+				}
 				ids[id] = name
 			}
 		}
@@ -123,9 +160,11 @@ func (ts *Tenants) validate() error {
 			return bad("tenant %q: weight must be finite and > 0 (default 1)", name)
 		case tc.MaxClass != "" && tc.MaxClass != "interactive" && tc.MaxClass != "batch":
 			return bad("tenant %q: max_class is interactive or batch, got %q", name, tc.MaxClass)
-		case !(b.RequestsPerMinute >= 0) || !(b.InputTokensPerMinute >= 0) || !(b.OutputTokensPerMinute >= 0) ||
-			math.IsInf(b.RequestsPerMinute+b.InputTokensPerMinute+b.OutputTokensPerMinute, 0) || b.MaxConcurrent < 0:
+		case !finite(b.RequestsPerMinute) || !finite(b.InputTokensPerMinute) || !finite(b.OutputTokensPerMinute) || b.MaxConcurrent < 0:
 			return bad("tenant %q: budgets must be finite and >= 0 (0: unlimited)", name)
+		case b.RequestsPerMinute > 0 && b.RequestsPerMinute < 1:
+			// The bucket holds a minute's worth, which would never hold one request.
+			return bad("tenant %q: requests_per_minute is 0 (unlimited) or at least 1, got %g", name, b.RequestsPerMinute)
 		}
 	}
 	if ts.Default != "" && !names[ts.Default] {
