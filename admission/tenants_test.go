@@ -1,10 +1,13 @@
 package admission
 
 import (
+	"encoding/base64"
 	"errors"
 	"math"
+	"net/http"
 	"path/filepath"
 	"reflect"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -209,5 +212,116 @@ func TestValidateTenantsWritesNothing(t *testing.T) {
 	}
 	if spare := named[:2][1]; !reflect.DeepEqual(spare, TenantConfig{}) {
 		t.Fatalf("Validate wrote %+v into the named list's spare capacity", spare)
+	}
+}
+
+// tenantsConfig is a one-tier configuration (cap 1, a queue of 8 waiting at most 2s) with a
+// tenants section identified by the X-Tenant header.
+func tenantsConfig(named []TenantConfig, edits ...func(*Tenants)) Config {
+	cfg := tierConfig(func(tc *TierConfig) { tc.MaxQueue = 8 })
+	cfg.Tenants = &Tenants{Identify: tenant.Rule{Header: "X-Tenant"}, Named: named}
+	for _, e := range edits {
+		e(cfg.Tenants)
+	}
+	return cfg
+}
+
+// jwt returns a compact JWS with the given JSON payload and a dummy signature.
+func jwt(payload string) string {
+	enc := base64.RawURLEncoding.EncodeToString
+	return enc([]byte(`{"alg":"RS256","typ":"JWT"}`)) + "." + enc([]byte(payload)) + ".c2ln"
+}
+
+func TestControllerTenant(t *testing.T) {
+	// The same tenants under each rule: search by its name, assistant and jobs by
+	// their match lists.
+	named := func(rule tenant.Rule, deflt string) *Tenants {
+		assistant, jobs := []string{"web", "42"}, []string{"org-jobs"}
+		if rule.Bearer {
+			assistant, jobs = []string{tenant.Hash("sk-assistant")}, []string{tenant.Hash("sk-jobs")}
+		}
+		return &Tenants{Identify: rule, Default: deflt, Named: []TenantConfig{
+			{Name: "search"}, {Name: "assistant", Match: assistant}, {Name: "jobs", Match: jobs},
+		}}
+	}
+	header := tenant.Rule{Header: "X-Tenant"}
+	bearer := tenant.Rule{Bearer: true}
+	claim := tenant.Rule{JWTClaim: "org.id"}
+	h := func(kv ...string) http.Header {
+		hd := http.Header{}
+		for i := 0; i < len(kv); i += 2 {
+			hd.Set(kv[i], kv[i+1])
+		}
+		return hd
+	}
+	auth := func(token string) http.Header { return h("Authorization", "Bearer "+token) }
+	tests := []struct {
+		name    string
+		tenants *Tenants
+		header  http.Header
+		want    string
+	}{
+		{"no tenants section", nil, h("X-Tenant", "search"), ""},
+		{"header: by name", named(header, ""), h("X-Tenant", "search"), "search"},
+		{"header: by a match value", named(header, ""), h("x-tenant", "web"), "assistant"},
+		{"header: a name listed by another's match is not a name", named(header, ""), h("X-Tenant", "assistant"), OtherTenant},
+		{"header: unknown", named(header, ""), h("X-Tenant", "mallory"), OtherTenant},
+		{"header: unknown with a named default", named(header, "jobs"), h("X-Tenant", "mallory"), OtherTenant},
+		{"header: absent", named(header, ""), h("X-Other", "search"), OtherTenant},
+		{"header: absent, named default", named(header, "jobs"), h(), "jobs"},
+		{"header: empty, named default", named(header, "jobs"), h("X-Tenant", " "), "jobs"},
+		{"header: too long is no identity", named(header, "jobs"), h("X-Tenant", strings.Repeat("s", tenant.MaxIdentity+1)), "jobs"},
+		{"header: case matters", named(header, ""), h("X-Tenant", "Search"), OtherTenant},
+		{"bearer: a listed token", named(bearer, ""), auth("sk-assistant"), "assistant"},
+		{"bearer: another", named(bearer, ""), auth("sk-jobs"), "jobs"},
+		{"bearer: an unknown token", named(bearer, "jobs"), auth("sk-mallory"), OtherTenant},
+		{"bearer: the token's hash as the token", named(bearer, ""), auth(tenant.Hash("sk-jobs")), OtherTenant},
+		{"bearer: none, named default", named(bearer, "search"), h(), "search"},
+		{"bearer: basic auth is none", named(bearer, "search"), h("Authorization", "Basic c2stam9iczo="), "search"},
+		{"jwt: a claim by match value", named(claim, ""), auth(jwt(`{"org":{"id":"org-jobs"}}`)), "jobs"},
+		{"jwt: a number claim", named(claim, ""), auth(jwt(`{"org":{"id":42}}`)), "assistant"},
+		{"jwt: a claim by name", named(claim, ""), auth(jwt(`{"org":{"id":"search"}}`)), "search"},
+		{"jwt: unknown claim value", named(claim, "search"), auth(jwt(`{"org":{"id":"acme"}}`)), OtherTenant},
+		{"jwt: no such claim", named(claim, "search"), auth(jwt(`{"sub":"jobs"}`)), "search"},
+		{"jwt: not a JWT", named(claim, "search"), auth("sk-jobs"), "search"},
+		{"no identify rule: the default", named(tenant.Rule{}, "jobs"), h("X-Tenant", "search"), "jobs"},
+		{"no identify rule, no default: other", named(tenant.Rule{}, ""), h("X-Tenant", "search"), OtherTenant},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			cfg := tierConfig()
+			cfg.Tenants = tt.tenants
+			c := newHarness(t, Enforce, cfg).c
+			if got := c.Tenant(tt.header); got != tt.want {
+				t.Fatalf("Tenant = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
+
+// However many identities clients send, the tenant label takes at most one value per
+// named tenant and "other".
+func TestTenantLabelBound(t *testing.T) {
+	named := []TenantConfig{{Name: "a"}, {Name: "b", Match: []string{"b-1", "b-2"}}, {Name: "c"}}
+	c := newHarness(t, Enforce, tenantsConfig(named, func(ts *Tenants) { ts.Default = "c" })).c
+	seen := map[string]int{}
+	for i := range 10000 {
+		id := strconv.Itoa(i)
+		switch i % 100 {
+		case 0:
+			id = "a"
+		case 1:
+			id = "b-2"
+		case 2:
+			id = ""
+		}
+		seen[c.Tenant(http.Header{"X-Tenant": {id}})]++
+	}
+	if len(seen) > len(named)+1 {
+		t.Fatalf("%d distinct tenants from 10000 identities, want at most %d: %v", len(seen), len(named)+1, seen)
+	}
+	want := map[string]int{"a": 100, "b": 100, "c": 100, OtherTenant: 9700}
+	if !reflect.DeepEqual(seen, want) {
+		t.Fatalf("tenants %v, want %v", seen, want)
 	}
 }
