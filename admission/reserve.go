@@ -98,7 +98,7 @@ func (c *Controller) settle(tk *Ticket, res measure.Result) {
 	if res.InputTokens > 0 {
 		input = float64(res.InputTokens)
 		if tk.dispatched {
-			ts.input += c.ten.fair.InputWeight * (input - float64(tk.tokens))
+			ts.input += ts.fair.InputWeight * (input - float64(tk.tokens))
 		}
 	}
 	if !tk.res.held {
