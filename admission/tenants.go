@@ -149,7 +149,8 @@ func (ts *Tenants) validate() error {
 					return bad("tenant %q: match values are 1-%d characters", name, tenant.MaxIdentity)
 				}
 				if ts.Identify.Bearer && len(tc.Match) > 0 && !bearerHash.MatchString(id) {
-					return bad("tenant %q: with identify bearer, match values are tenant hashes of the tokens (sha256: and 64 lower-case hex digits), got %.16q", name, id)
+					// Not quoted: it may be a token pasted in by mistake.
+					return bad("tenant %q: with identify bearer, match values are tenant hashes of the tokens (sha256: and 64 lower-case hex digits); one is not", name)
 				}
 				ids[id] = name
 			}

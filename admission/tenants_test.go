@@ -160,7 +160,10 @@ func TestValidateTenants(t *testing.T) {
 		{name: "negative output tokens", edit: named(0, func(tc *TenantConfig) { tc.Budget.OutputTokensPerMinute = -5 }), want: "budgets must be finite"},
 		{name: "infinite input tokens", edit: named(0, func(tc *TenantConfig) { tc.Budget.InputTokensPerMinute = math.Inf(1) }), want: "budgets must be finite"},
 		{name: "under a request a minute", edit: named(0, func(tc *TenantConfig) { tc.Budget.RequestsPerMinute = 0.5 }), want: "at least 1"},
-		{name: "bearer match not a hash", edit: func(ts *Tenants) { ts.Identify = tenant.Rule{Bearer: true} }, want: "tenant hashes"},
+		{name: "bearer match not a hash", edit: func(ts *Tenants) {
+			ts.Identify = tenant.Rule{Bearer: true}
+			ts.Named[1].Match = []string{"sk-live-secret"}
+		}, want: "tenant hashes"},
 		{name: "bearer match in upper case", edit: func(ts *Tenants) {
 			ts.Identify = tenant.Rule{Bearer: true}
 			ts.Named = []TenantConfig{{Name: "a", Match: []string{strings.ToUpper(hash)}}}
@@ -178,7 +181,11 @@ func TestValidateTenants(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			ts := valid()
 			tt.edit(ts)
-			wantConfigErr(t, Config{Tiers: []TierConfig{{Name: "a", MaxInFlight: 1}}, Tenants: ts}.Validate(), tt.want)
+			err := Config{Tiers: []TierConfig{{Name: "a", MaxInFlight: 1}}, Tenants: ts}.Validate()
+			wantConfigErr(t, err, tt.want)
+			if err != nil && strings.Contains(err.Error(), "secret") {
+				t.Fatalf("the error shows what may be a token: %v", err)
+			}
 		})
 	}
 }
