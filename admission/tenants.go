@@ -57,7 +57,8 @@ type TenantConfig struct {
 	// Match lists the identities of the tenant: header or claim values, or tenant.Hash
 	// of a bearer token ("sha256:<hex>"). Default: the tenant's name.
 	Match []string `yaml:"match,omitempty"`
-	// Weight is the tenant's share of service relative to the others'; default 1.
+	// Weight is the tenant's share of service relative to the others', from 0.001 to
+	// 1000; default 1.
 	Weight float64 `yaml:"weight,omitempty"`
 	// MaxClass is the highest priority class the tenant's requests may claim
 	// ("interactive", "batch"); a request asking for more is served at the ceiling.
@@ -99,8 +100,12 @@ type Budget struct {
 // identity matches no named tenant.
 const OtherTenant = "other"
 
-// maxTenants bounds the named tenants, and with them the tenant label's values.
-const maxTenants = 64
+// maxTenants bounds the named tenants, and with them the tenant label's values;
+// maxWeight bounds the weights (and 1/maxWeight the tenants').
+const (
+	maxTenants = 64
+	maxWeight  = 1000.0
+)
 
 var (
 	tenantName = regexp.MustCompile(`^[a-z0-9]([a-z0-9_.-]{0,30}[a-z0-9])?$`)
@@ -118,8 +123,8 @@ func (ts *Tenants) validate() error {
 	if err := ts.Identify.Validate(); err != nil {
 		return bad("identify: %v", err)
 	}
-	if f := ts.Fairness; !(f.InputWeight >= 0) || !(f.OutputWeight >= 0) || math.IsInf(f.InputWeight, 0) || math.IsInf(f.OutputWeight, 0) {
-		return bad("fairness weights must be finite and >= 0")
+	if f := ts.Fairness; !finite(f.InputWeight) || !finite(f.OutputWeight) || f.InputWeight > maxWeight || f.OutputWeight > maxWeight {
+		return bad("fairness weights are from 0 to %g", maxWeight)
 	}
 	if len(ts.Named) > maxTenants {
 		return bad("at most %d named tenants, got %d", maxTenants, len(ts.Named))
@@ -157,8 +162,9 @@ func (ts *Tenants) validate() error {
 		}
 		b := tc.Budget
 		switch {
-		case !(tc.Weight >= 0) || math.IsInf(tc.Weight, 0):
-			return bad("tenant %q: weight must be finite and > 0 (default 1)", name)
+		case !finite(tc.Weight) || tc.Weight != 0 && (tc.Weight < 1/maxWeight || tc.Weight > maxWeight):
+			// Counters are service over weight: bounded weights keep them finite.
+			return bad("tenant %q: weight is from %g to %g (default 1)", name, 1/maxWeight, maxWeight)
 		case tc.MaxClass != "" && tc.MaxClass != "interactive" && tc.MaxClass != "batch":
 			return bad("tenant %q: max_class is interactive or batch, got %q", name, tc.MaxClass)
 		case !finite(b.RequestsPerMinute) || !finite(b.InputTokensPerMinute) || !finite(b.OutputTokensPerMinute) || b.MaxConcurrent < 0:
