@@ -539,3 +539,87 @@ func TestQuotaTokens(t *testing.T) {
 		t.Error("Set")
 	}
 }
+
+// Clients of several tenants admit, leave and finish concurrently while time moves and
+// reloads change the tenants (a budget, a tenant removed, the section gone and back):
+// afterwards no tenant has a request open or waiting, and none is charged for more than
+// it may be. Run with -race.
+func TestTenantsUnderConcurrency(t *testing.T) {
+	for _, mode := range []Mode{Enforce, Shadow} {
+		t.Run(mode.String(), func(t *testing.T) {
+			budget := Budget{RequestsPerMinute: 600, InputTokensPerMinute: 20000, OutputTokensPerMinute: 4000, MaxConcurrent: 3}
+			configs := []Config{
+				tenantsConfig([]TenantConfig{{Name: "a", Weight: 2, Budget: budget}, {Name: "b", MaxClass: "batch", Budget: budget}, {Name: "c"}}),
+				tenantsConfig([]TenantConfig{{Name: "a", Budget: Budget{MaxConcurrent: 1}}, {Name: "c"}}),
+				withQueue(tierConfig(), 8),
+			}
+			for i := range configs {
+				configs[i] = withCap(configs[i], 2)
+			}
+			h := newHarness(t, mode, configs[0])
+			var wg sync.WaitGroup
+			var granted atomic.Int64
+			for i := range 12 {
+				wg.Go(func() {
+					for j := range 40 {
+						ctx, cancel := context.WithCancel(context.Background())
+						if (i+j)%7 == 0 {
+							cancel()
+						}
+						r := bounded(string(rune('a'+i%4)), 10+j%50, (i*j)%300)
+						r.Class = Class((i + j) % 2)
+						if tk, err := h.c.Admit(ctx, r); err == nil {
+							granted.Add(1)
+							tk.Output(j % 20)
+							h.holdFor(time.Duration(j%5) * 10 * time.Millisecond)
+							tk.Done(answered(j % 400))
+						}
+						cancel()
+					}
+				})
+			}
+			seen := map[*tenantState]bool{} // every tenant's state, those reloads dropped too
+			remember := func() {
+				h.c.mu.Lock()
+				defer h.c.mu.Unlock()
+				if h.c.ten != nil {
+					for _, ts := range h.c.ten.all {
+						seen[ts] = true
+					}
+				}
+			}
+			remember()
+			ctx, stop := context.WithCancel(context.Background())
+			var ticker sync.WaitGroup
+			ticker.Go(func() { // time moves in steps of 10ms; every tenth, a reload
+				for i := 1; ctx.Err() == nil; i++ {
+					h.clock.Step(10 * time.Millisecond)
+					if i%10 == 0 {
+						_ = h.c.Reload(configs[i/10%len(configs)])
+						remember()
+					}
+					h.c.Tick()
+				}
+			})
+			wg.Wait()
+			stop()
+			ticker.Wait()
+			if granted.Load() == 0 {
+				t.Fatal("nothing granted")
+			}
+			h.c.mu.Lock()
+			defer h.c.mu.Unlock()
+			t.Logf("%d tenant states, %d requests granted", len(seen), granted.Load())
+			for ts := range seen {
+				if ts.active != 0 || ts.queued != 0 {
+					t.Errorf("tenant %s: %d open, %d queued", ts.cfg.Name, ts.active, ts.queued)
+				}
+				for _, b := range []*bucket{&ts.requests, &ts.inputTok, &ts.outputTok} {
+					if b.level > b.perMinute {
+						t.Errorf("tenant %s: a bucket holds %v of %v", ts.cfg.Name, b.level, b.perMinute)
+					}
+				}
+			}
+		})
+	}
+}
