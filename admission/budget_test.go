@@ -13,6 +13,7 @@ import (
 
 	"github.com/slogate/slogate/engine"
 	"github.com/slogate/slogate/measure"
+	"github.com/slogate/slogate/wire"
 )
 
 // budgeted is a configuration of tenant a with budget b, and b, a tenant without one;
@@ -222,6 +223,31 @@ func TestBudgetUnderConcurrency(t *testing.T) {
 			t.Fatalf("%v used, want %d×10", used, admitted.Load())
 		}
 	})
+}
+
+// Requests one after another whose prompts the estimate gets wrong: each reserves its
+// estimate and is charged the engine's count, so those admitted use at most the budget
+// and the last one's estimate error.
+func TestBudgetEstimateError(t *testing.T) {
+	h := newHarness(t, Enforce, budgeted(Budget{InputTokensPerMinute: 1000}))
+	text := Request{Model: "m", Tenant: "a", Prompt: wire.PromptSize{TextBytes: 400, Prompts: 1}} // 100 tokens at 4 bytes each
+	const actual = 134                                                                            // at 3 bytes a token
+	used, worst := 0, 0
+	for range 20 {
+		tk, err := h.c.Admit(context.Background(), text)
+		if err != nil {
+			break
+		}
+		worst = max(worst, actual-tk.EstimatedTokens())
+		used += actual
+		tk.Done(measure.Result{Stream: true, Outcome: measure.OK, InputTokens: actual})
+	}
+	if used > 1000+worst || used <= 1000-actual {
+		t.Fatalf("%d tokens used of 1000 (estimates off by %d at most)", used, worst)
+	}
+	if left := h.tenantStats("a").Quota.InputTokens.Remaining; left != max(1000-float64(used), 0) {
+		t.Fatalf("%v left after %d used", left, used)
+	}
 }
 
 // A request is charged what it used: a short answer gives back the rest of its
