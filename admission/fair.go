@@ -2,6 +2,7 @@ package admission
 
 import (
 	"net/http"
+	"slices"
 	"sync/atomic"
 	"time"
 
@@ -21,8 +22,13 @@ import (
 // tenant with nothing waiting sends a request, its counter is lifted to the lowest of
 // the tenants that are waiting (or, with nobody waiting, to the counter of the last
 // tenant dispatched): a tenant that sent nothing does not bank credit to flood with
-// later. A full queue sheds the newest waiter of the tenant furthest above its share
-// for a request of a tenant below it.
+// later. Between tenants level on their counters — as the lift leaves them — the one
+// served less without its lifts goes first, so a tenant returning to a queue full of
+// another's requests is served next, then the two take turns. A full queue sheds the
+// newest waiter of the tenant furthest above its share for a request of a tenant below
+// it, judged by their counters with the cost of their waiters in the queue added: the
+// lift leaves a tenant arriving at a queue full of another's requests level with it,
+// and only what each has waiting tells them apart.
 //
 // Budgets (Budget) are reserved when a request is admitted and settled when it ends
 // (reserve, settle).
@@ -33,7 +39,8 @@ type tenancy struct {
 	fair     Fairness
 	named    []*tenantState // in the file's order
 	other    *tenantState
-	lastLeft float64 // the counter of the tenant dispatched last, for the lift rule
+	all      []*tenantState // named, then other
+	lastLeft float64        // the counter of the tenant dispatched last, for the lift rule
 }
 
 // resolver maps identities to tenant names; it is replaced whole by a reload and read
@@ -47,6 +54,7 @@ type resolver struct {
 // tenantState is one tenant's live state.
 type tenantState struct {
 	cfg    TenantConfig // with its weight defaulted
+	fair   Fairness     // of the section that last configured it (a reload may remove it)
 	class  Class        // the highest class its requests are served at
 	input  float64      // weighted prompt tokens dispatched
 	output atomic.Int64 // output tokens streamed by its requests (the ticket's per-chunk path)
@@ -67,7 +75,26 @@ func (ts *tenantState) counter(f Fairness) float64 {
 	if ts == nil { // a waiter from before a reload added tenants
 		return 0
 	}
-	return (ts.input+f.OutputWeight*float64(ts.output.Load()))/ts.cfg.Weight + ts.lift
+	return ts.service(f) + ts.lift
+}
+
+// service returns the tenant's weighted service over its weight: its counter without
+// the lifts.
+func (ts *tenantState) service(f Fairness) float64 {
+	if ts == nil {
+		return 0
+	}
+	return (ts.input + f.OutputWeight*float64(ts.output.Load())) / ts.cfg.Weight
+}
+
+// cost returns what tk's request will add to its tenant's counter, as its reservation
+// estimates it: its prompt, and its output bound or else the tenant's mean output.
+func (ts *tenantState) cost(tk *Ticket) float64 {
+	out := float64(tk.output)
+	if tk.output == 0 {
+		out = ts.meanOutput
+	}
+	return (ts.fair.InputWeight*float64(tk.tokens) + ts.fair.OutputWeight*out) / ts.cfg.Weight
 }
 
 // Tenant returns the tenant of a request with headers h: the named tenant its identity
@@ -100,23 +127,23 @@ func (c *Controller) configureTenants(ts *Tenants, now time.Time) {
 	}
 	old := map[string]*tenantState{}
 	if c.ten != nil {
-		for _, s := range append(c.ten.named, c.ten.other) {
+		for _, s := range c.ten.all {
 			old[s.cfg.Name] = s
 		}
 	}
+	ten := &tenancy{fair: ts.Fairness.withDefaults()}
 	state := func(tc TenantConfig) *tenantState {
 		s, ok := old[tc.Name]
 		if !ok {
 			s = &tenantState{meanOutput: defaultMeanOutput}
 		}
 		tc.Weight = orDefault(tc.Weight, 1)
-		s.cfg, s.class = tc, tc.class(Interactive)
+		s.cfg, s.class, s.fair = tc, tc.class(Interactive), ten.fair
 		s.requests.configure(tc.Budget.RequestsPerMinute, now)
 		s.inputTok.configure(tc.Budget.InputTokensPerMinute, now)
 		s.outputTok.configure(tc.Budget.OutputTokensPerMinute, now)
 		return s
 	}
-	ten := &tenancy{fair: ts.Fairness.withDefaults()}
 	r := &resolver{rule: ts.Identify, byID: map[string]string{}, deflt: orDefault(ts.Default, OtherTenant)}
 	for _, tc := range ts.Named {
 		ten.named = append(ten.named, state(tc))
@@ -127,6 +154,8 @@ func (c *Controller) configureTenants(ts *Tenants, now time.Time) {
 	other := ts.Other
 	other.Name = OtherTenant
 	ten.other = state(other)
+	ten.named = slices.Clip(ten.named) // so that appending other to it copies
+	ten.all = append(ten.named, ten.other)
 	if c.ten != nil {
 		ten.lastLeft = c.ten.lastLeft
 	}
@@ -155,7 +184,7 @@ func (c *Controller) arrive(ts *tenantState) {
 	}
 	f := c.ten.fair
 	floor, waiting := c.ten.lastLeft, false
-	for _, s := range append(c.ten.named, c.ten.other) {
+	for _, s := range c.ten.all {
 		if s.queued > 0 {
 			if v := s.counter(f); !waiting || v < floor {
 				floor, waiting = v, true
@@ -167,25 +196,32 @@ func (c *Controller) arrive(ts *tenantState) {
 	}
 }
 
-// served charges a dispatched request's prompt to its tenant, under the lock.
+// served charges a dispatched request's prompt to its tenant, under the lock. The
+// tenant may be of a section a reload has removed since (c.ten nil).
 func (c *Controller) served(tk *Ticket) {
 	ts := tk.ten
 	if ts == nil {
 		return
 	}
-	ts.input += c.ten.fair.InputWeight * float64(tk.tokens)
-	c.ten.lastLeft = ts.counter(c.ten.fair)
+	ts.input += ts.fair.InputWeight * float64(tk.tokens)
+	if c.ten != nil {
+		c.ten.lastLeft = ts.counter(c.ten.fair)
+	}
 }
 
 // before reports whether waiter a goes before waiter b: higher class first, then the
-// tenant with the lower counter, then the one that came first.
+// tenant with the lower counter, then — level on their counters, as the lift leaves a
+// tenant — the one with less service without its lifts, then the one that came first.
 func (c *Controller) before(a, b *waiter) bool {
 	if a.class != b.class {
 		return a.class < b.class
 	}
-	if c.ten != nil && a.ticket.ten != b.ticket.ten {
-		va, vb := a.ticket.ten.counter(c.ten.fair), b.ticket.ten.counter(c.ten.fair)
-		if va != vb {
+	if ta, tb := a.ticket.ten, b.ticket.ten; c.ten != nil && ta != tb {
+		f := c.ten.fair
+		if va, vb := ta.counter(f), tb.counter(f); va != vb {
+			return va < vb
+		}
+		if va, vb := ta.service(f), tb.service(f); va != vb {
 			return va < vb
 		}
 	}
@@ -233,18 +269,29 @@ func (c *Controller) ahead(t *tierState, tk *Ticket) int {
 
 // victim returns the waiter to shed from t's full queue for a new request of tk, or nil:
 // the newest of the lowest class below tk's, else — with tenants — the newest waiter of
-// its class whose tenant is above tk's tenant's counter, of the tenant highest above it.
+// its class of the tenant standing highest above tk's tenant. A tenant's standing is its
+// counter plus the cost of its waiters in the queue (and, for tk's tenant, of tk): where
+// each would be once the queue is served.
 func (c *Controller) victim(t *tierState, tk *Ticket) *waiter {
-	if w := t.victim(tk.class); w != nil || tk.ten == nil {
+	if w := t.victim(tk.class); w != nil || tk.ten == nil || c.ten == nil {
 		return w
 	}
 	f := c.ten.fair
 	q := t.queue[tk.class]
-	var worst *tenantState
-	top := tk.ten.counter(f)
+	standing := map[*tenantState]float64{tk.ten: tk.ten.counter(f) + tk.ten.cost(tk)}
 	for _, w := range q {
-		if s := w.ticket.ten; s != nil && s != tk.ten && s.counter(f) > top {
-			worst, top = s, s.counter(f)
+		if s := w.ticket.ten; s != nil {
+			if _, seen := standing[s]; !seen {
+				standing[s] = s.counter(f)
+			}
+			standing[s] += s.cost(w.ticket)
+		}
+	}
+	var worst *tenantState
+	top := standing[tk.ten]
+	for _, w := range q { // in the queue's order, so that ties go the same way every time
+		if s := w.ticket.ten; s != nil && standing[s] > top {
+			worst, top = s, standing[s]
 		}
 	}
 	for i := len(q) - 1; i >= 0 && worst != nil; i-- {

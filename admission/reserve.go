@@ -15,8 +15,9 @@ type reservation struct {
 
 // reserve checks tk's tenant's budgets at now and, when they allow the request, reserves
 // its estimated cost; it runs under the lock. A request over a budget gets the
-// rejection; in shadow mode it is recorded as rejected and let through without
-// reserving anything (enforce would not have run it).
+// rejection, for the budget that holds it back longest and with a Retry-After of when
+// all of them would allow it; in shadow mode it is recorded as rejected and let through
+// without reserving anything (enforce would not have run it).
 func (c *Controller) reserve(now time.Time, t *tierState, tk *Ticket, d *Decision) *Rejection {
 	ts := tk.ten
 	if ts == nil {
@@ -31,7 +32,7 @@ func (c *Controller) reserve(now time.Time, t *tierState, tk *Ticket, d *Decisio
 	var retry time.Duration
 	var msg string
 	over := func(r Reason, wait time.Duration, format string, args ...any) {
-		if reason == NoReason {
+		if reason == NoReason || wait > retry {
 			reason, retry, msg = r, wait, fmt.Sprintf(format, args...)
 		}
 	}
@@ -98,7 +99,7 @@ func (c *Controller) settle(tk *Ticket, res measure.Result) {
 	if res.InputTokens > 0 {
 		input = float64(res.InputTokens)
 		if tk.dispatched {
-			ts.input += c.ten.fair.InputWeight * (input - float64(tk.tokens))
+			ts.input += ts.fair.InputWeight * (input - float64(tk.tokens))
 		}
 	}
 	if !tk.res.held {

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"regexp"
+	"slices"
 
 	"github.com/slogate/slogate/tenant"
 )
@@ -21,10 +22,24 @@ type Tenants struct {
 	// Fairness weighs the service a tenant gets, in tokens.
 	Fairness Fairness `yaml:"fairness,omitempty"`
 	// Named lists the tenants with a name of their own, which is also their metric label.
-	Named []TenantConfig `yaml:"named"`
+	Named []TenantConfig `yaml:"named,omitempty"`
 	// Other applies to every request whose identity matches no named tenant; its name is
 	// always "other". Its weight and budgets are shared by all of them.
 	Other TenantConfig `yaml:"other,omitempty"`
+}
+
+// UnmarshalYAML decodes the section as written (strictly, as the rest of the file),
+// keeping no empty list: an empty named list is none, so that a section reads the same
+// after it was written back.
+func (ts *Tenants) UnmarshalYAML(unmarshal func(any) error) error {
+	type plain Tenants // without this method
+	if err := unmarshal((*plain)(ts)); err != nil {
+		return err
+	}
+	if len(ts.Named) == 0 {
+		ts.Named = nil
+	}
+	return nil
 }
 
 // Fairness weighs service as the Virtual Token Counter does (Sheng et al., "Fairness in
@@ -42,7 +57,8 @@ type TenantConfig struct {
 	// Match lists the identities of the tenant: header or claim values, or tenant.Hash
 	// of a bearer token ("sha256:<hex>"). Default: the tenant's name.
 	Match []string `yaml:"match,omitempty"`
-	// Weight is the tenant's share of service relative to the others'; default 1.
+	// Weight is the tenant's share of service relative to the others', from 0.001 to
+	// 1000; default 1.
 	Weight float64 `yaml:"weight,omitempty"`
 	// MaxClass is the highest priority class the tenant's requests may claim
 	// ("interactive", "batch"); a request asking for more is served at the ceiling.
@@ -50,6 +66,19 @@ type TenantConfig struct {
 	MaxClass string `yaml:"max_class,omitempty"`
 	// Budget bounds the tenant's use; zero fields are unlimited.
 	Budget Budget `yaml:"budget,omitempty"`
+}
+
+// UnmarshalYAML decodes a tenant strictly; an empty match list is none (the tenant
+// matches its name).
+func (tc *TenantConfig) UnmarshalYAML(unmarshal func(any) error) error {
+	type plain TenantConfig // without this method
+	if err := unmarshal((*plain)(tc)); err != nil {
+		return err
+	}
+	if len(tc.Match) == 0 {
+		tc.Match = nil
+	}
+	return nil
 }
 
 // Budget is what a tenant may use. A request reserves its estimated cost at admission
@@ -71,10 +100,20 @@ type Budget struct {
 // identity matches no named tenant.
 const OtherTenant = "other"
 
-// maxTenants bounds the named tenants, and with them the tenant label's values.
-const maxTenants = 64
+// maxTenants bounds the named tenants, and with them the tenant label's values;
+// maxWeight bounds the weights (and 1/maxWeight the tenants').
+const (
+	maxTenants = 64
+	maxWeight  = 1000.0
+)
 
-var tenantName = regexp.MustCompile(`^[a-z0-9]([a-z0-9_.-]{0,30}[a-z0-9])?$`)
+var (
+	tenantName = regexp.MustCompile(`^[a-z0-9]([a-z0-9_.-]{0,30}[a-z0-9])?$`)
+	bearerHash = regexp.MustCompile(`^sha256:[0-9a-f]{64}$`) // what tenant.Hash returns
+)
+
+// finite reports whether v is a finite number >= 0 (NaN is not).
+func finite(v float64) bool { return v >= 0 && !math.IsInf(v, 0) }
 
 // validate reports the first inconsistent setting of the section.
 func (ts *Tenants) validate() error {
@@ -84,8 +123,8 @@ func (ts *Tenants) validate() error {
 	if err := ts.Identify.Validate(); err != nil {
 		return bad("identify: %v", err)
 	}
-	if f := ts.Fairness; !(f.InputWeight >= 0) || !(f.OutputWeight >= 0) || math.IsInf(f.InputWeight, 0) || math.IsInf(f.OutputWeight, 0) {
-		return bad("fairness weights must be finite and >= 0")
+	if f := ts.Fairness; !finite(f.InputWeight) || !finite(f.OutputWeight) || f.InputWeight > maxWeight || f.OutputWeight > maxWeight {
+		return bad("fairness weights are from 0 to %g", maxWeight)
 	}
 	if len(ts.Named) > maxTenants {
 		return bad("at most %d named tenants, got %d", maxTenants, len(ts.Named))
@@ -95,7 +134,7 @@ func (ts *Tenants) validate() error {
 	}
 	names := map[string]bool{OtherTenant: true}
 	ids := map[string]string{}
-	for i, tc := range append(ts.Named, ts.Other) {
+	for i, tc := range slices.Concat(ts.Named, []TenantConfig{ts.Other}) { // not append: ts.Named is the caller's
 		name := tc.Name
 		if i == len(ts.Named) {
 			name = OtherTenant
@@ -114,18 +153,25 @@ func (ts *Tenants) validate() error {
 				if id == "" || len(id) > tenant.MaxIdentity {
 					return bad("tenant %q: match values are 1-%d characters", name, tenant.MaxIdentity)
 				}
+				if ts.Identify.Bearer && len(tc.Match) > 0 && !bearerHash.MatchString(id) {
+					// Not quoted: it may be a token pasted in by mistake.
+					return bad("tenant %q: with identify bearer, match values are tenant hashes of the tokens (sha256: and 64 lower-case hex digits); one is not", name)
+				}
 				ids[id] = name
 			}
 		}
 		b := tc.Budget
 		switch {
-		case !(tc.Weight >= 0) || math.IsInf(tc.Weight, 0):
-			return bad("tenant %q: weight must be finite and > 0 (default 1)", name)
+		case !finite(tc.Weight) || tc.Weight != 0 && (tc.Weight < 1/maxWeight || tc.Weight > maxWeight):
+			// Counters are service over weight: bounded weights keep them finite.
+			return bad("tenant %q: weight is from %g to %g (default 1)", name, 1/maxWeight, maxWeight)
 		case tc.MaxClass != "" && tc.MaxClass != "interactive" && tc.MaxClass != "batch":
 			return bad("tenant %q: max_class is interactive or batch, got %q", name, tc.MaxClass)
-		case !(b.RequestsPerMinute >= 0) || !(b.InputTokensPerMinute >= 0) || !(b.OutputTokensPerMinute >= 0) ||
-			math.IsInf(b.RequestsPerMinute+b.InputTokensPerMinute+b.OutputTokensPerMinute, 0) || b.MaxConcurrent < 0:
+		case !finite(b.RequestsPerMinute) || !finite(b.InputTokensPerMinute) || !finite(b.OutputTokensPerMinute) || b.MaxConcurrent < 0:
 			return bad("tenant %q: budgets must be finite and >= 0 (0: unlimited)", name)
+		case b.RequestsPerMinute > 0 && b.RequestsPerMinute < 1:
+			// The bucket holds a minute's worth, which would never hold one request.
+			return bad("tenant %q: requests_per_minute is 0 (unlimited) or at least 1, got %g", name, b.RequestsPerMinute)
 		}
 	}
 	if ts.Default != "" && !names[ts.Default] {
