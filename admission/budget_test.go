@@ -649,3 +649,44 @@ func TestTenantsUnderConcurrency(t *testing.T) {
 		})
 	}
 }
+
+// In shadow mode a request enforce would have held in the queue runs at once; when
+// enforce would have turned it away from there (its wait ran out), it gives back its
+// reservation as enforce would have, and its end settles nothing more.
+func TestBudgetShadowQueueTimeout(t *testing.T) {
+	h := newHarness(t, Shadow, withCap(budgeted(Budget{InputTokensPerMinute: 1000}), 1))
+	first := h.admitNow(treq("a", 300))
+	queued := h.admitNow(treq("a", 300)) // enforce would queue it behind first
+	if d := h.rec.last(t); d.Verdict != Queued || !d.Shadow {
+		t.Fatalf("second decision %+v, want queued in shadow", d)
+	}
+	if st := h.tenantStats("a"); st.Quota.InputTokens.Remaining != 400 {
+		t.Fatalf("%v left with both reserved, want 400", st.Quota.InputTokens.Remaining)
+	}
+	h.clock.Step(3 * time.Second) // past the tier's wait of 2s; the bucket refills 50
+	h.c.Tick()
+	if st := h.tenantStats("a"); st.Open != 1 || st.Quota.InputTokens.Remaining != 750 {
+		t.Fatalf("after the virtual waiter timed out: %d open, %v left; want 1 and 750 (its 300 back)", st.Open, st.Quota.InputTokens.Remaining)
+	}
+	queued.Done(measure.Result{Stream: true, Outcome: measure.OK, InputTokens: 300})
+	first.Done(measure.Result{Stream: true, Outcome: measure.OK, InputTokens: 300})
+	if st := h.tenantStats("a"); st.Open != 0 || st.Quota.InputTokens.Remaining != 750 {
+		t.Fatalf("after both ended: %d open, %v left; want 0 and 750", st.Open, st.Quota.InputTokens.Remaining)
+	}
+}
+
+// slogate's own probes belong to no tenant, whatever tenant they name: nothing is
+// reserved or charged, and neither the ticket nor the decision names one.
+func TestProbeHasNoTenant(t *testing.T) {
+	h := newHarness(t, Enforce, budgeted(Budget{RequestsPerMinute: 1}))
+	r := treq("a", 10)
+	r.Class = Probe
+	tk := h.admitNow(r)
+	if tk.Tenant() != "" || h.rec.last(t).Tenant != "" {
+		t.Fatalf("a probe's ticket names tenant %q, its decision %q", tk.Tenant(), h.rec.last(t).Tenant)
+	}
+	if st := h.tenantStats("a"); st.Open != 0 || st.Quota.Requests.Remaining != 1 {
+		t.Fatalf("a: %d open, %v requests left after a probe; want 0 and 1", st.Open, st.Quota.Requests.Remaining)
+	}
+	tk.Done(ok)
+}

@@ -182,7 +182,10 @@ func (c *Controller) tierFor(n int) *tierState {
 // waits; a rejected request never counts. The caller must call the Ticket's Done when
 // the request ends, however it ends.
 func (c *Controller) Admit(ctx context.Context, r Request) (*Ticket, error) {
-	tk := &Ticket{c: c, class: r.Class, model: r.Model, prompt: r.Prompt, tokens: c.est.tokens(r.Model, r.Prompt), tenant: r.Tenant, output: max(r.Output, 0)}
+	tk := &Ticket{c: c, class: r.Class, model: r.Model, prompt: r.Prompt, tokens: c.est.tokens(r.Model, r.Prompt), output: max(r.Output, 0)}
+	if r.Class != Probe { // slogate's own probes belong to no tenant
+		tk.tenant = r.Tenant
+	}
 	if c.opts.Mode == Off {
 		c.enter(tk)
 		return tk, nil
@@ -191,7 +194,7 @@ func (c *Controller) Admit(ctx context.Context, r Request) (*Ticket, error) {
 	now := c.opts.Clock.Now()
 	t := c.tierFor(tk.tokens)
 	tk.t = t
-	if ts := c.tenantOf(r.Tenant); ts != nil && r.Class != Probe { // slogate's own probes belong to no tenant
+	if ts := c.tenantOf(tk.tenant); ts != nil && r.Class != Probe {
 		tk.ten, tk.tenant, tk.class = ts, ts.cfg.Name, ts.cfg.class(r.Class)
 		c.arrive(ts)
 	}
@@ -302,7 +305,7 @@ func (c *Controller) queue(now time.Time, t *tierState, tk *Ticket, d *Decision)
 		if victim.class == tk.class {
 			why = "shed for a request of a tenant below its fair share"
 		}
-		victim.ch <- grant{err: reject(t, Shed, time.Second, "%s", why), wait: now.Sub(victim.enqueued)}
+		c.turnAway(victim, reject(t, Shed, time.Second, "%s", why), now)
 	}
 	c.seq++
 	w := &waiter{class: tk.class, tokens: tk.tokens, enqueued: now, deadline: now.Add(wait), ch: make(chan grant, 1), ticket: tk, seq: c.seq}

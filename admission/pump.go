@@ -99,6 +99,17 @@ func (c *Controller) pump(now time.Time) {
 	}
 }
 
+// turnAway rejects waiter w, already out of its queue, at now, under the lock. A real
+// waiter gives back its reservation when it reads the rejection (granted); a virtual
+// one (shadow mode) is already in flight and nobody reads it, so it gives it back here,
+// as enforce would have.
+func (c *Controller) turnAway(w *waiter, rej *Rejection, now time.Time) {
+	if w.virtual {
+		c.unreserve(w.ticket)
+	}
+	w.ch <- grant{err: rej, wait: now.Sub(w.enqueued)}
+}
+
 // dispatch sends waiter w of t to the engine, under the lock.
 func (c *Controller) dispatch(now time.Time, t *tierState, w *waiter) {
 	t.remove(w)
@@ -133,7 +144,7 @@ func (c *Controller) Tick() {
 	for _, t := range c.all() {
 		for w := c.next(t); w != nil && down; w = c.next(t) {
 			t.remove(w)
-			w.ch <- grant{err: reject(t, EngineDown, engineRetry, "the engine is down, asleep or its metrics are stale"), wait: now.Sub(w.enqueued)}
+			c.turnAway(w, reject(t, EngineDown, engineRetry, "the engine is down, asleep or its metrics are stale"), now)
 		}
 		c.expire(now, t)
 		t.adjust(now, c.fb)
@@ -148,7 +159,7 @@ func (c *Controller) expire(now time.Time, t *tierState) {
 		for _, w := range append([]*waiter(nil), t.queue[k]...) {
 			if !now.Before(w.deadline) {
 				t.remove(w)
-				w.ch <- grant{err: reject(t, QueueTimeout, time.Second, "waited %s without a slot", time.Duration(t.cfg.MaxQueueWait)), wait: now.Sub(w.enqueued)}
+				c.turnAway(w, reject(t, QueueTimeout, time.Second, "waited %s without a slot", time.Duration(t.cfg.MaxQueueWait)), now)
 			}
 		}
 	}
