@@ -130,6 +130,9 @@ type Rejection struct {
 	Tier       string
 	Tenant     string // "" without a tenants section
 	Quota      Quota  // the tenant's budgets, for the x-ratelimit-* headers
+	// Final says the same request can never be admitted: it needs more than a whole
+	// minute of one of its tenant's budgets. Retrying it is pointless.
+	Final bool
 	RetryAfter time.Duration
 	Message    string
 	cause      error

@@ -31,6 +31,7 @@ func (c *Controller) reserve(now time.Time, t *tierState, tk *Ticket, d *Decisio
 	var reason Reason
 	var retry time.Duration
 	var msg string
+	never := false // a budget can never hold the request
 	over := func(r Reason, wait time.Duration, format string, args ...any) {
 		if reason == NoReason || wait > retry {
 			reason, retry, msg = r, wait, fmt.Sprintf(format, args...)
@@ -51,6 +52,7 @@ func (c *Controller) reserve(now time.Time, t *tierState, tk *Ticket, d *Decisio
 	} {
 		switch wait := k.b.need(k.n, now); {
 		case wait < 0:
+			never = true
 			over(k.reason, time.Minute, "needs %.0f %s, more than its budget of %.0f a minute", k.n, k.what, k.b.perMinute)
 		case wait > 0:
 			over(k.reason, wait, "is over its budget of %.0f %s a minute (this request needs %.0f, %.0f left)", k.b.perMinute, k.what, k.n, max(k.b.level, 0))
@@ -60,6 +62,7 @@ func (c *Controller) reserve(now time.Time, t *tierState, tk *Ticket, d *Decisio
 		d.Verdict, d.Reason = Rejected, reason
 		c.bypass(d, t, tk)
 		rej := reject(t, reason, retry, "tenant %s %s", ts.cfg.Name, msg)
+		rej.Final = never
 		return rej
 	}
 	ts.requests.take(1, now)

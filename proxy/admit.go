@@ -112,10 +112,17 @@ func ceilTo(d, unit time.Duration) time.Duration {
 // down) with Retry-After in whole seconds and retry-after-ms (which the OpenAI SDKs
 // prefer), both rounded up so that a client that waits that long is not turned away
 // again for the same budget, the reason and tier in headers, the tenant's x-ratelimit-*
-// headers, and the OpenAI error JSON whose code is the reason.
+// headers, and the OpenAI error JSON whose code is the reason. A request that can never
+// be admitted (admission.Rejection.Final) also gets x-should-retry: false, which the
+// OpenAI SDKs honour before their own retry rules (openai-go:
+// internal/requestconfig/requestconfig.go, shouldRetry), so a client does not wait out
+// Retry-After to be turned away again.
 func writeRejection(w http.ResponseWriter, rej *admission.Rejection) {
 	h := w.Header()
 	writeQuota(h, rej.Quota)
+	if rej.Final {
+		h.Set("X-Should-Retry", "false")
+	}
 	h.Set("Retry-After", strconv.FormatInt(max(int64(ceilTo(rej.RetryAfter, time.Second)/time.Second), 1), 10))
 	h.Set("Retry-After-Ms", strconv.FormatInt(max(ceilTo(rej.RetryAfter, time.Millisecond).Milliseconds(), 1), 10))
 	h.Set("X-Slogate-Reason", rej.Reason.String())

@@ -168,6 +168,7 @@ type tenantStep struct {
 	status int              // what the client gets
 	reason admission.Reason // the decision's reason (NoReason: admitted); a 429's too
 	retry  string           // a 429's Retry-After-Ms
+	final  bool             // a 429 that no retry can turn: x-should-retry: false
 	// The x-ratelimit-{limit,remaining,reset}-{requests,tokens} headers as
 	// "limit remaining reset", "*" for any value; "" when they must be absent.
 	requests, tokens string
@@ -214,7 +215,7 @@ func (e *tenantEnv) run(t *testing.T, steps []tenantStep, stream bool) {
 				t.Errorf("%s: outcome %v, want ok", what, res.Outcome)
 			}
 		} else {
-			checkRejection(t, what, header, body, st.reason, st.retry)
+			checkRejection(t, what, header, body, st.reason, st.retry, st.final)
 			if res.Outcome != measure.Rejected {
 				t.Errorf("%s: outcome %v, want rejected", what, res.Outcome)
 			}
@@ -260,9 +261,13 @@ func checkQuota(t *testing.T, what string, h http.Header, kind, want string) {
 }
 
 // checkRejection checks a 429 of admission: its reason in the header and as the OpenAI
-// error's code, when to retry in both headers OpenAI clients read.
-func checkRejection(t *testing.T, what string, h http.Header, body []byte, reason admission.Reason, retryMs string) {
+// error's code, when to retry in both headers OpenAI clients read, and whether to retry
+// at all (x-should-retry: false on a final rejection, absent otherwise).
+func checkRejection(t *testing.T, what string, h http.Header, body []byte, reason admission.Reason, retryMs string, final bool) {
 	t.Helper()
+	if got, want := h.Get("X-Should-Retry"), map[bool]string{true: "false"}[final]; got != want {
+		t.Errorf("%s: x-should-retry %q, want %q", what, got, want)
+	}
 	if got := h.Get("X-Slogate-Reason"); got != reason.String() {
 		t.Errorf("%s: X-Slogate-Reason %q, want %q", what, got, reason)
 	}
@@ -334,8 +339,8 @@ func TestTenantQuota(t *testing.T) {
 			// with the budget untouched. The bound is max_tokens × n.
 			name: "output bound above the budget",
 			steps: []tenantStep{
-				{tenant: "out", maxTokens: 31, status: 429, reason: admission.TenantOutputTokens, retry: "60000", tokens: "30 30 0s"},
-				{tenant: "out", maxTokens: 16, n: 2, status: 429, reason: admission.TenantOutputTokens, retry: "60000", tokens: "30 30 0s"},
+				{tenant: "out", maxTokens: 31, status: 429, reason: admission.TenantOutputTokens, retry: "60000", final: true, tokens: "30 30 0s"},
+				{tenant: "out", maxTokens: 16, n: 2, status: 429, reason: admission.TenantOutputTokens, retry: "60000", final: true, tokens: "30 30 0s"},
 				{tenant: "out", maxTokens: 16, n: 1, ignoreEOS: true, status: 200, tokens: "30 14 32s"},
 			},
 		},
@@ -346,7 +351,7 @@ func TestTenantQuota(t *testing.T) {
 			name: "input budget",
 			steps: []tenantStep{
 				{tenant: "in", status: 200, tokens: "200 196 1.2s"},
-				{tenant: "in", content: strings.Repeat("x", 4000), status: 429, reason: admission.TenantInputTokens, retry: "60000", tokens: "200 * *"},
+				{tenant: "in", content: strings.Repeat("x", 4000), status: 429, reason: admission.TenantInputTokens, retry: "60000", final: true, tokens: "200 * *"},
 			},
 		},
 		{
@@ -470,7 +475,7 @@ func TestTenantConcurrency(t *testing.T) {
 	if status != http.StatusTooManyRequests {
 		t.Fatalf("second request of the tenant: status %d, want 429: %s", status, body)
 	}
-	checkRejection(t, "second request", header, body, admission.TenantConcurrency, "1000")
+	checkRejection(t, "second request", header, body, admission.TenantConcurrency, "1000", false)
 	checkQuota(t, "second request", header, "requests", "")
 	checkQuota(t, "second request", header, "tokens", "")
 	if res := e.f.obs.last(t, 1).res; res.Tenant != "conc" || res.Outcome != measure.Rejected {
