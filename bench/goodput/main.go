@@ -37,6 +37,7 @@ import (
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -169,22 +170,12 @@ func goodput(ctx context.Context, o options, p enginesim.Profile) ([]*experiment
 			Grace:   grace(o.slo, o.output),
 			Classes: []class{{Name: "8k", Input: o.input, Output: o.output, Rate: m * o.rate}},
 		}
-		for _, su := range goodputSetups(o) {
-			st, err := newStack(su, p)
-			if err != nil {
-				return nil, err
-			}
-			e.Stacks = append(e.Stacks, st)
-		}
 		exps[i] = e
-	}
-	if o.serial {
-		for _, e := range exps {
-			e.run(ctx)
+		if err := e.addStacks(goodputSetups(o), p); err != nil {
+			return nil, err
 		}
-	} else {
-		runAll(ctx, exps)
 	}
+	runEach(ctx, exps, o.serial)
 	return exps, ctx.Err()
 }
 
@@ -196,15 +187,9 @@ func mixed(ctx context.Context, o options, p enginesim.Profile) (*experiment, er
 		Classes: []class{o.short, o.long},
 	}
 	defer closeAll([]*experiment{e})
-	for _, su := range setups(o, o.mixVariants) {
-		if su.Name == "static cap" {
-			continue
-		}
-		st, err := newStack(su, p)
-		if err != nil {
-			return nil, err
-		}
-		e.Stacks = append(e.Stacks, st)
+	sus := slices.DeleteFunc(setups(o, o.mixVariants), func(su setup) bool { return su.Name == "static cap" })
+	if err := e.addStacks(sus, p); err != nil {
+		return nil, err
 	}
 	e.run(ctx)
 	return e, ctx.Err()

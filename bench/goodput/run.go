@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/enginesim"
 	"github.com/slogate/slogate/measure"
 )
 
@@ -122,6 +123,30 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 // summary returns stack k's summary of class cls over the measurement window.
 func (e *experiment) summary(k, cls int) summary {
 	return summarize(e.Outcomes[k], cls, e.Classes[cls].Output, e.SLO, e.Warmup, e.Window)
+}
+
+// addStacks starts a stack of profile p for every setup and adds it to e's.
+func (e *experiment) addStacks(sus []setup, p enginesim.Profile) error {
+	for _, su := range sus {
+		st, err := newStack(su, p)
+		if err != nil {
+			return err
+		}
+		e.Stacks = append(e.Stacks, st)
+	}
+	return nil
+}
+
+// runEach runs the experiments one after another when serial, else at the same time
+// (runAll).
+func runEach(ctx context.Context, exps []*experiment, serial bool) {
+	if !serial {
+		runAll(ctx, exps)
+		return
+	}
+	for _, e := range exps {
+		e.run(ctx)
+	}
 }
 
 // runAll runs the experiments at the same time and waits for all of them.
