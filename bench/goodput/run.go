@@ -36,13 +36,14 @@ type experiment struct {
 type admStats = admission.TierStats
 
 // sample is a stack's state at one moment: the simulated engine's own gauges and, with
-// admission, every tier's state.
+// admission, every tier's state and, with tenants, every tenant's.
 type sample struct {
 	At               time.Duration
 	Running, Waiting int
 	KVUsage          float64
 	Engine           admission.Reason // as a new request would see it
 	Tiers            []admStats
+	Tenants          []admission.TenantStats
 }
 
 // run replays the experiment's schedule against its stacks. It returns when the grace
@@ -71,7 +72,7 @@ func (e *experiment) run(ctx context.Context) {
 		for k, st := range e.Stacks {
 			o := &e.Outcomes[k][i]
 			o.Arrival, o.Class = a.At, a.Class
-			wg.Go(func() { send(reqCtx, st.client, st.url, body, o) })
+			wg.Go(func() { send(reqCtx, st.client, st.url, body, c.Tenant, o) })
 		}
 	}
 	sleepUntil(ctx, start.Add(total))
@@ -97,7 +98,7 @@ func (e *experiment) monitor(ctx context.Context, start time.Time) {
 			smp.KVUsage = float64(s.UsedBlocks) / float64(st.profile.NumBlocks)
 			if st.ctrl != nil {
 				cs := st.ctrl.Stats()
-				smp.Engine, smp.Tiers = cs.Engine, cs.Tiers
+				smp.Engine, smp.Tiers, smp.Tenants = cs.Engine, cs.Tiers, cs.Tenants
 			}
 			e.Timeline[k] = append(e.Timeline[k], smp)
 		}
