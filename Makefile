@@ -16,7 +16,8 @@ FUZZ_TARGETS := \
 	./calibrate:FuzzFromConfig ./calibrate:FuzzPlanOnly ./report:FuzzReadJSON ./enginesim:FuzzScript \
 	./report:FuzzCalibrationReports ./report:FuzzFindRun ./report:FuzzPlaceLabels ./engine:FuzzInfo \
 	./gpu:FuzzParseDCGM ./exporter:FuzzPushURL ./exporter:FuzzPushLabels ./settings:FuzzSettings \
-	./bench/goodput:FuzzParseFlags ./bench/overhead:FuzzParseTargets ./tenant:FuzzIdentity
+	./bench/goodput:FuzzParseFlags ./bench/overhead:FuzzParseTargets ./tenant:FuzzIdentity \
+	./bench/goodput:FuzzParseFairFlags
 
 .PHONY: all build test vet unit acceptance fuzz bench deps clean $(FUZZ_RUNS)
 

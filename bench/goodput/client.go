@@ -11,6 +11,10 @@ import (
 	"github.com/slogate/slogate/wire"
 )
 
+// tenantHeader is the request header that names a request's tenant (class.Tenant); the
+// fairness phase's tenants section identifies by it.
+const tenantHeader = "X-Tenant"
+
 // newClient returns an HTTP client for one stack: as many connections as requests in
 // flight, no compression, no timeouts (the run's cut-off ends what is left).
 func newClient() *http.Client {
@@ -20,16 +24,21 @@ func newClient() *http.Client {
 }
 
 // send posts one streaming completion and reads it to its end, measuring as the client
-// sees it: TTFT from just before sending to the first chunk carrying output, E2E to the
-// stream's end marker, tokens from the usage report. When ctx ends (the run's cut-off)
-// the request is abandoned and marked Cut.
-func send(ctx context.Context, client *http.Client, url string, body []byte, o *outcome) {
+// sees it: the response's headers (which slogate sends once the request left its queue:
+// the engine streams its headers at once), TTFT from just before sending to the first
+// chunk carrying output, E2E to the stream's end marker, tokens from the usage report and
+// the chunks carrying output as they come. A non-empty tenant goes in the tenant header.
+// When ctx ends (the run's cut-off) the request is abandoned and marked Cut.
+func send(ctx context.Context, client *http.Client, url string, body []byte, tenant string, o *outcome) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, url, bytes.NewReader(body))
 	if err != nil {
 		o.Err = true
 		return
 	}
 	req.Header.Set("Content-Type", "application/json")
+	if tenant != "" {
+		req.Header.Set(tenantHeader, tenant)
+	}
 	start := time.Now()
 	defer func() {
 		if !o.Done {
@@ -43,7 +52,7 @@ func send(ctx context.Context, client *http.Client, url string, body []byte, o *
 		return
 	}
 	defer resp.Body.Close()
-	o.Status = resp.StatusCode
+	o.Status, o.Headers = resp.StatusCode, time.Since(start)
 	if resp.StatusCode != http.StatusOK {
 		o.Reason = resp.Header.Get("X-Slogate-Reason")
 		_, _ = io.Copy(io.Discard, resp.Body)
@@ -71,8 +80,11 @@ func send(ctx context.Context, client *http.Client, url string, body []byte, o *
 			o.Err = true
 			continue
 		}
-		if c.OutputBytes > 0 && !o.FirstTok {
-			o.FirstTok, o.TTFT = true, time.Since(start)
+		if c.OutputBytes > 0 {
+			if !o.FirstTok {
+				o.FirstTok, o.TTFT = true, time.Since(start)
+			}
+			o.Chunks++
 		}
 		if c.HasUsage {
 			o.Tokens = c.Usage.CompletionTokens

@@ -36,6 +36,7 @@ type options struct {
 	quietMax              time.Duration
 	tiersFile             string
 	calibrated            *admission.Config // the tiers file of -tiers
+	fair                  fairOpts
 }
 
 // rawFlags are the flags that need parsing after flag.Parse.
@@ -43,6 +44,7 @@ type rawFlags struct {
 	scan, levels, short, long string
 	variants, mixVariants     string
 	fbInterval, fbWindow      time.Duration
+	fairCalm, fairFlood       string
 }
 
 // parseFlags parses args into options.
@@ -58,7 +60,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 
 // define registers the flags of the workload and the phases.
 func (o *options) define(fs *flag.FlagSet, r *rawFlags) {
-	fs.StringVar(&o.mode, "mode", "all", "phases to run, comma-separated: calibrate, goodput, mixed; all = all three")
+	fs.StringVar(&o.mode, "mode", "all", "phases to run, comma-separated: calibrate, goodput, mixed, fairness; all = the first three")
 	fs.StringVar(&o.profile, "profile", "h20x8-flash", "simulator profile")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the arrivals and prompts (the same for every stack)")
 	fs.IntVar(&o.input, "input", 8192, "prompt length of the goodput workload, in token ids")
@@ -86,6 +88,19 @@ func (o *options) define(fs *flag.FlagSet, r *rawFlags) {
 	fs.Float64Var(&o.quiet, "quiet", 0.15, "before each phase, wait until other processes use less than this share of the machine's CPU")
 	fs.DurationVar(&o.quietMax, "quiet-max", 10*time.Minute, "the longest wait for a quiet machine")
 	o.defineSlogate(fs, r)
+	o.defineFairness(fs, r)
+}
+
+// defineFairness registers the flags of the fairness phase.
+func (o *options) defineFairness(fs *flag.FlagSet, r *rawFlags) {
+	fs.IntVar(&o.fair.Tenants, "fair-tenants", 4, "fairness: tenants of equal weight, the flooder included")
+	fs.StringVar(&r.fairCalm, "fair-calm", "4096:128:1", "fairness: a calm tenant's requests, input:output:relative rate")
+	fs.StringVar(&r.fairFlood, "fair-flood", "8192:128:10", "fairness: the flooder's requests, input:output:relative rate")
+	fs.Float64Var(&o.fair.Load, "fair-load", 1.5, "fairness: the load offered in total, as a multiple of the knee (-rate, for -input/-output requests)")
+	fs.IntVar(&o.fair.Reps, "fair-reps", 3, "fairness: repetitions, each with arrivals of its own")
+	fs.Float64Var(&o.fair.Budget, "fair-budget", 0.25, "fairness: a configuration with this share of the knee's prompt tokens a minute as every tenant's input-token budget; 0: none")
+	fs.DurationVar(&o.fair.Warmup, "fair-warmup", 60*time.Second, "fairness: unmeasured arrivals before the window")
+	fs.DurationVar(&o.fair.Window, "fair-window", 300*time.Second, "fairness: measured arrivals")
 }
 
 // defineSlogate registers the flags of slogate's feedback and its variants.
@@ -106,9 +121,12 @@ func (o *options) finish(r rawFlags) error {
 		return fmt.Errorf("-fb-*: %w", err)
 	}
 	for _, m := range strings.Split(o.mode, ",") {
-		if m = strings.TrimSpace(m); m != "all" && m != "calibrate" && m != "goodput" && m != "mixed" {
-			return fmt.Errorf("-mode %q: want calibrate, goodput, mixed or all", o.mode)
+		if m = strings.TrimSpace(m); m != "all" && m != "calibrate" && m != "goodput" && m != "mixed" && m != "fairness" {
+			return fmt.Errorf("-mode %q: want calibrate, goodput, mixed, fairness or all", o.mode)
 		}
+	}
+	if err := o.fair.finish(r); err != nil {
+		return err
 	}
 	var err error
 	if o.scan, err = floats(r.scan); err != nil {
@@ -130,10 +148,43 @@ func (o *options) finish(r rawFlags) error {
 	return err
 }
 
-// runs reports whether -mode asks for the phase.
+// finish parses and checks the fairness phase's flags.
+func (f *fairOpts) finish(r rawFlags) error {
+	var err error
+	if f.Calm, err = parseClass("-fair-calm", r.fairCalm); err != nil {
+		return err
+	}
+	if f.Flood, err = parseClass("-fair-flood", r.fairFlood); err != nil {
+		return err
+	}
+	switch ratio := f.Flood.Rate / f.Calm.Rate; {
+	case !(ratio >= 1e-6 && ratio <= 1e6):
+		return fmt.Errorf("-fair-flood %s, -fair-calm %s: the flooder's rate is %g times a calm one's; want 1e-6 to 1e6", r.fairFlood, r.fairCalm, ratio)
+	case f.Tenants < 2 || f.Tenants > maxFairTenants:
+		return fmt.Errorf("-fair-tenants %d: want 2 to %d", f.Tenants, maxFairTenants)
+	case !(f.Load > 0 && f.Load <= maxFairLoad):
+		return fmt.Errorf("-fair-load %v: want a multiple of the knee above 0, at most %d", f.Load, maxFairLoad)
+	case f.Reps < 1:
+		return fmt.Errorf("-fair-reps %d: want at least 1", f.Reps)
+	case !(f.Budget >= 0) || f.Budget > 1:
+		return fmt.Errorf("-fair-budget %v: want a share in [0, 1]", f.Budget)
+	case f.Warmup < 0 || f.Window <= 0:
+		return fmt.Errorf("-fair-warmup %v, -fair-window %v: want a warm-up >= 0 and a window > 0", f.Warmup, f.Window)
+	}
+	return nil
+}
+
+// maxFairTenants bounds -fair-tenants (admission takes at most 64 named tenants), and
+// maxFairLoad -fair-load.
+const (
+	maxFairTenants = 64
+	maxFairLoad    = 100
+)
+
+// runs reports whether -mode asks for the phase: "all" asks for every phase but fairness.
 func (o options) runs(phase string) bool {
 	for _, m := range strings.Split(o.mode, ",") {
-		if m = strings.TrimSpace(m); m == "all" || m == phase {
+		if m = strings.TrimSpace(m); m == "all" && phase != "fairness" || m == phase {
 			return true
 		}
 	}

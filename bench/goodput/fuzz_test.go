@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slogate/slogate/admission"
 )
 
 // FuzzParseFlags feeds arbitrary values to the flags the benchmark parses itself: the
@@ -83,4 +86,69 @@ func formatVariants(vs []variant) string {
 			v.TierSLO.TTFT, v.TierSLO.TPOT, v.Long.InFlight, v.Long.Queue, v.Long.Wait))
 	}
 	return strings.Join(specs, ";")
+}
+
+// FuzzParseFairFlags feeds arbitrary values to the fairness phase's flags: the classes
+// -fair-calm and -fair-flood (input:output:relative rate), -fair-tenants, -fair-load and
+// -fair-budget. What it accepts gives a workload that can run: for any knees, every
+// tenant's rate is positive and finite, the flooder's is the ratio asked for times a
+// calm one's, the load in total (Σ rate ÷ knee) is -fair-load, and every configuration
+// is one admission takes, its tenants section naming every tenant by its header.
+func FuzzParseFairFlags(f *testing.F) {
+	f.Add("4096:128:1", "8192:128:10", "4", "1.5", "0.25")
+	f.Add("1:1:1e-3", "30720:16:1e3", "64", "100", "1")
+	f.Add("1:1:1e-300", "1:1:1e300", "2", "1e-300", "5e-324")
+	f.Add("4096:128", "8192:128:Inf", "1", "NaN", "-0")
+	f.Add("0x10:010:1", "1:1:0x1p-3", "+3", "1e2", "0x1p-2")
+	f.Fuzz(func(t *testing.T, calm, flood, tenants, load, budget string) {
+		fs := flag.NewFlagSet("goodput", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		o, err := parseFlags(fs, []string{"-fair-calm=" + calm, "-fair-flood=" + flood, "-fair-tenants=" + tenants,
+			"-fair-load=" + load, "-fair-budget=" + budget})
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("an empty error message")
+			}
+			return
+		}
+		fo := o.fair
+		for _, knee := range []float64{1e-3, 1.3, 1e4} {
+			knees := make([]float64, fo.Tenants)
+			for i := range knees {
+				knees[i] = knee * float64(1+i%3)
+			}
+			cs := fairClasses(fo.Tenants, fo.Calm, fo.Flood, knees, fo.Load)
+			sum := 0.0
+			for i, c := range cs {
+				if !(c.Rate > 0) || math.IsInf(c.Rate, 0) || c.Input <= 0 || c.Output <= 0 {
+					t.Fatalf("%q, %q, load %v, knee %v: tenant %d is %+v", calm, flood, fo.Load, knee, i, c)
+				}
+				sum += c.Rate / knees[i]
+			}
+			if math.Abs(sum-fo.Load) > 1e-9*fo.Load {
+				t.Fatalf("%q, %q: Σ rate ÷ knee = %v, want %v", calm, flood, sum, fo.Load)
+			}
+			if got, want := cs[len(cs)-1].Rate/cs[0].Rate, fo.Flood.Rate/fo.Calm.Rate; math.Abs(got-want) > 1e-9*want {
+				t.Fatalf("%q, %q: the flooder sends %v× a calm rate, want %v×", calm, flood, got, want)
+			}
+			w := fairWorkload{Tenants: cs, PromptCapacity: promptCapacity(cs, fo.Load)}
+			for _, su := range fairSetups(o, w) {
+				if su.Admission == nil {
+					continue
+				}
+				c, err := admission.New(*su.Admission, admission.Options{Mode: admission.Enforce})
+				if err != nil {
+					t.Fatalf("%s: admission refuses the configuration: %v", su.Name, err)
+				}
+				if su.Admission.Tenants == nil {
+					continue
+				}
+				for _, cl := range cs {
+					if got := c.Tenant(http.Header{tenantHeader: {cl.Tenant}}); got != cl.Name {
+						t.Fatalf("%s: a request of %s is tenant %q", su.Name, cl.Name, got)
+					}
+				}
+			}
+		}
+	})
 }

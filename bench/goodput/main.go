@@ -8,7 +8,8 @@
 // measured at the client: TTFT from sending to the first chunk carrying output (so it
 // includes slogate's queue), TPOT = (E2E - TTFT) / (tokens - 1).
 //
-// Three phases (-mode all runs them in turn; -mode takes any of them, comma-separated):
+// Four phases (-mode all runs the first three in turn; -mode takes any of them,
+// comma-separated):
 //
 //   - calibrate: find the sustainable rate, the highest offered rate at which the engine
 //     without admission keeps p95 TTFT and p95 TPOT within the SLOs with every request
@@ -22,6 +23,13 @@
 //     engine saturation. By default every load level runs at the same time too.
 //   - mixed: short (1K/64) and long (30K/16) prompts together, no admission against
 //     slogate's tiers, reported per length class.
+//   - fairness: a noisy neighbour. Four tenants of equal weight, three calm ones sending
+//     4K/128 requests and one flooding with 10× their rate of 8K/128, offer 1.5× the
+//     knee in total (the knee of -rate, scaled to each shape by the simulator's model),
+//     side by side against no admission, slogate's tiers alone, and the same tiers with a
+//     tenants section (fair share; and with a token budget on every tenant), repeated
+//     with arrivals of their own; reported per tenant: goodput, SLO attainment, shares
+//     of the tokens served, served ÷ offered, and Jain's index. bench/fairness.sh runs it.
 //
 // -variants (and -mixed-variants) add slogate configurations with other feedback
 // settings, tier SLOs or 32K-tier limits beside the others, under the same arrivals.
@@ -34,9 +42,11 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"os/signal"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -100,6 +110,11 @@ func run(ctx context.Context, o options) error {
 			return err
 		}
 	}
+	if o.runs("fairness") {
+		if err := runFairness(ctx, o, p, w, quiet); err != nil {
+			return err
+		}
+	}
 	if o.runs("mixed") {
 		if o.staticWait <= 0 {
 			return fmt.Errorf("the mixed phase needs -static-wait (the 8K tier's queue wait) or the calibrate phase")
@@ -117,6 +132,26 @@ func run(ctx context.Context, o options) error {
 		}
 	}
 	return ctx.Err()
+}
+
+// runFairness runs the fairness phase and prints its tables.
+func runFairness(ctx context.Context, o options, p enginesim.Profile, w io.Writer, quiet func()) error {
+	if o.rate <= 0 {
+		return fmt.Errorf("the fairness phase needs the knee: -rate (or -tiers, or the calibrate phase)")
+	}
+	wl, err := deriveWorkload(o, p)
+	if err != nil {
+		return err
+	}
+	quiet()
+	start := time.Now()
+	var exps []*experiment
+	noise := phaseNoise(ctx, func() { exps, err = fairness(ctx, o, p, wl) })
+	if err != nil {
+		return err
+	}
+	printFairness(w, o, wl, exps, time.Since(start), noise)
+	return raw(o.out, exps)
 }
 
 func raw(dir string, exps []*experiment) error {
@@ -169,22 +204,12 @@ func goodput(ctx context.Context, o options, p enginesim.Profile) ([]*experiment
 			Grace:   grace(o.slo, o.output),
 			Classes: []class{{Name: "8k", Input: o.input, Output: o.output, Rate: m * o.rate}},
 		}
-		for _, su := range goodputSetups(o) {
-			st, err := newStack(su, p)
-			if err != nil {
-				return nil, err
-			}
-			e.Stacks = append(e.Stacks, st)
-		}
 		exps[i] = e
-	}
-	if o.serial {
-		for _, e := range exps {
-			e.run(ctx)
+		if err := e.addStacks(goodputSetups(o), p); err != nil {
+			return nil, err
 		}
-	} else {
-		runAll(ctx, exps)
 	}
+	runEach(ctx, exps, o.serial)
 	return exps, ctx.Err()
 }
 
@@ -196,15 +221,9 @@ func mixed(ctx context.Context, o options, p enginesim.Profile) (*experiment, er
 		Classes: []class{o.short, o.long},
 	}
 	defer closeAll([]*experiment{e})
-	for _, su := range setups(o, o.mixVariants) {
-		if su.Name == "static cap" {
-			continue
-		}
-		st, err := newStack(su, p)
-		if err != nil {
-			return nil, err
-		}
-		e.Stacks = append(e.Stacks, st)
+	sus := slices.DeleteFunc(setups(o, o.mixVariants), func(su setup) bool { return su.Name == "static cap" })
+	if err := e.addStacks(sus, p); err != nil {
+		return nil, err
 	}
 	e.run(ctx)
 	return e, ctx.Err()

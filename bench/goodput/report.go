@@ -128,15 +128,17 @@ func writeRaw(dir string, e *experiment) error {
 	for k, st := range e.Stacks {
 		for _, o := range e.Outcomes[k] {
 			if err := enc.Encode(map[string]any{"kind": "request", "stack": st.setup.Name, "class": e.Classes[o.Class].Name,
-				"arrival_s": o.Arrival.Seconds(), "status": o.Status, "reason": o.Reason, "ttft_s": o.TTFT.Seconds(),
-				"e2e_s": o.E2E.Seconds(), "tokens": o.Tokens, "done": o.Done, "cut": o.Cut, "err": o.Err,
+				"tenant": e.Classes[o.Class].Tenant, "arrival_s": o.Arrival.Seconds(), "status": o.Status, "reason": o.Reason,
+				"headers_s": o.Headers.Seconds(), "ttft_s": o.TTFT.Seconds(), "e2e_s": o.E2E.Seconds(), "tokens": o.Tokens,
+				"chunks": o.Chunks, "done": o.Done, "cut": o.Cut, "err": o.Err,
 				"good": o.good(e.Classes[o.Class].Output, e.SLO)}); err != nil {
 				return err
 			}
 		}
 		for _, s := range e.Timeline[k] {
 			if err := enc.Encode(map[string]any{"kind": "sample", "stack": st.setup.Name, "t_s": s.At.Seconds(),
-				"running": s.Running, "waiting": s.Waiting, "kv_usage": s.KVUsage, "engine": s.Engine.String(), "tiers": s.Tiers}); err != nil {
+				"running": s.Running, "waiting": s.Waiting, "kv_usage": s.KVUsage, "engine": s.Engine.String(), "tiers": s.Tiers,
+				"tenants": s.Tenants}); err != nil {
 				return err
 			}
 		}

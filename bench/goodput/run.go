@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/enginesim"
 	"github.com/slogate/slogate/measure"
 )
 
@@ -35,13 +36,14 @@ type experiment struct {
 type admStats = admission.TierStats
 
 // sample is a stack's state at one moment: the simulated engine's own gauges and, with
-// admission, every tier's state.
+// admission, every tier's state and, with tenants, every tenant's.
 type sample struct {
 	At               time.Duration
 	Running, Waiting int
 	KVUsage          float64
 	Engine           admission.Reason // as a new request would see it
 	Tiers            []admStats
+	Tenants          []admission.TenantStats
 }
 
 // run replays the experiment's schedule against its stacks. It returns when the grace
@@ -70,7 +72,7 @@ func (e *experiment) run(ctx context.Context) {
 		for k, st := range e.Stacks {
 			o := &e.Outcomes[k][i]
 			o.Arrival, o.Class = a.At, a.Class
-			wg.Go(func() { send(reqCtx, st.client, st.url, body, o) })
+			wg.Go(func() { send(reqCtx, st.client, st.url, body, c.Tenant, o) })
 		}
 	}
 	sleepUntil(ctx, start.Add(total))
@@ -96,7 +98,7 @@ func (e *experiment) monitor(ctx context.Context, start time.Time) {
 			smp.KVUsage = float64(s.UsedBlocks) / float64(st.profile.NumBlocks)
 			if st.ctrl != nil {
 				cs := st.ctrl.Stats()
-				smp.Engine, smp.Tiers = cs.Engine, cs.Tiers
+				smp.Engine, smp.Tiers, smp.Tenants = cs.Engine, cs.Tiers, cs.Tenants
 			}
 			e.Timeline[k] = append(e.Timeline[k], smp)
 		}
@@ -122,6 +124,30 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 // summary returns stack k's summary of class cls over the measurement window.
 func (e *experiment) summary(k, cls int) summary {
 	return summarize(e.Outcomes[k], cls, e.Classes[cls].Output, e.SLO, e.Warmup, e.Window)
+}
+
+// addStacks starts a stack of profile p for every setup and adds it to e's.
+func (e *experiment) addStacks(sus []setup, p enginesim.Profile) error {
+	for _, su := range sus {
+		st, err := newStack(su, p)
+		if err != nil {
+			return err
+		}
+		e.Stacks = append(e.Stacks, st)
+	}
+	return nil
+}
+
+// runEach runs the experiments one after another when serial, else at the same time
+// (runAll).
+func runEach(ctx context.Context, exps []*experiment, serial bool) {
+	if !serial {
+		runAll(ctx, exps)
+		return
+	}
+	for _, e := range exps {
+		e.run(ctx)
+	}
 }
 
 // runAll runs the experiments at the same time and waits for all of them.

@@ -7,13 +7,14 @@ import (
 	"time"
 )
 
-// class is one kind of request in a workload: its prompt and output lengths (in tokens)
-// and its Poisson arrival rate.
+// class is one kind of request in a workload: its prompt and output lengths (in tokens),
+// its Poisson arrival rate and, in the fairness phase, the tenant that sends it.
 type class struct {
 	Name   string
 	Input  int     // prompt length in token ids, exact
 	Output int     // max_tokens, with ignore_eos: exactly this many tokens
 	Rate   float64 // arrivals per second
+	Tenant string  // the value of the tenant header (tenantHeader) its requests carry; "": none
 }
 
 // arrival is one request of a schedule: when it is sent, counted from the start of the

@@ -15,7 +15,9 @@ type outcome struct {
 	Class    int
 	Status   int           // HTTP status; 0 when no response came
 	Reason   string        // X-Slogate-Reason of a rejection
+	Headers  time.Duration // send -> response headers (for an admitted request: slogate's queue wait, and the way there and back)
 	FirstTok bool          // an output chunk arrived
+	Chunks   int           // chunks carrying output that arrived
 	TTFT     time.Duration // send -> first output chunk (client side: includes slogate's queue)
 	E2E      time.Duration // send -> end of the stream (or the cut-off)
 	Tokens   int           // completion_tokens of the usage report
