@@ -3,8 +3,6 @@ package exporter
 import (
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // calibrationSnapshot is a fixed CalibrationSource.
@@ -76,9 +74,7 @@ func TestCalibrationGauges(t *testing.T) {
 					t.Errorf("%s is exported, want it absent", k)
 				}
 			}
-			if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
-				t.Errorf("lint: %v %v", problems, err)
-			}
+			checkLint(t, reg)
 		})
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"go.uber.org/goleak"
 )
@@ -56,6 +57,18 @@ func samples(t testing.TB, g prometheus.Gatherer, prefix string) map[string]floa
 		}
 	}
 	return out
+}
+
+// checkLint fails t with every problem the Prometheus linter finds in what g gathers.
+func checkLint(t testing.TB, g prometheus.Gatherer) {
+	t.Helper()
+	problems, err := testutil.GatherAndLint(g)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("lint: %s: %s", p.Metric, p.Text)
+	}
 }
 
 func labelString(m *dto.Metric) string {

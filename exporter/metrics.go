@@ -158,11 +158,11 @@ func (m *Metrics) register(reg prometheus.Registerer, opts Options) {
 // admission tiers when admission classifies requests, else NoTier.
 func (m *Metrics) initialTiers(src AdmissionSource) []*tierEntry {
 	if absent(src) {
-		return []*tierEntry{m.tiers.none}
+		return []*tierEntry{m.tiers.lookup("")} // NoTier
 	}
 	st := src.Stats()
 	if st.Mode == admission.Off {
-		return []*tierEntry{m.tiers.none}
+		return []*tierEntry{m.tiers.lookup("")} // NoTier
 	}
 	out := make([]*tierEntry, 0, len(st.Tiers))
 	for _, t := range st.Tiers {

@@ -15,7 +15,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
@@ -254,13 +253,7 @@ func TestLint(t *testing.T) {
 		t.Run("native="+strconv.FormatBool(native), func(t *testing.T) {
 			_, reg := fullRegistry(t, native)
 			_ = Handler(reg) // registers the handler's own metrics too
-			problems, err := testutil.GatherAndLint(reg)
-			if err != nil {
-				t.Fatal(err)
-			}
-			for _, p := range problems {
-				t.Errorf("lint: %s: %s", p.Metric, p.Text)
-			}
+			checkLint(t, reg)
 		})
 	}
 }

@@ -3,8 +3,6 @@ package exporter
 import (
 	"testing"
 	"time"
-
-	"github.com/prometheus/client_golang/prometheus/testutil"
 )
 
 // probeSnapshot is a fixed ProbeSource.
@@ -55,7 +53,5 @@ func TestProbeGauges(t *testing.T) {
 	if _, ok := got[`slogate_probe_regression{figure="tpot_p95_s",load="1",row="8K",workload="context-matrix"}`]; ok {
 		t.Errorf("a figure that was not compared exports a regression")
 	}
-	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) > 0 {
-		t.Errorf("lint: %v %v", problems, err)
-	}
+	checkLint(t, reg)
 }

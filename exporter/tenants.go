@@ -1,7 +1,6 @@
 package exporter
 
 import (
-	"maps"
 	"slices"
 	"sync"
 	"sync/atomic"
@@ -171,56 +170,17 @@ func (s *tenantSeries) decision(v admission.Verdict, r admission.Reason) prometh
 // tenantIndex maps a tenant name to its series. Lookups of a known name take no lock
 // and allocate nothing. admission.OtherTenant and the first MaxTenantLabels other names
 // get their own label value; any later name shares OtherTenant's, and is not remembered
-// (admission's tenants are few, and only a stream of renames gets there).
+// (labelIndex). "" (no tenants section) maps to nil.
 type tenantIndex struct {
-	vec   tenantMetrics
-	table atomic.Pointer[map[string]*tenantSeries] // immutable; replaced on growth
-
-	mu    sync.Mutex // serialises growth; guards named
-	named int        // names in table other than OtherTenant
+	labelIndex[*tenantSeries]
+	vec tenantMetrics
 }
 
 func (x *tenantIndex) init(vec tenantMetrics) {
 	x.vec = vec
-	x.table.Store(&map[string]*tenantSeries{})
-}
-
-// lookup returns the series of a tenant name, or nil for "" (no tenants section).
-func (x *tenantIndex) lookup(name string) *tenantSeries {
-	if name == "" {
-		return nil
-	}
-	if s, ok := (*x.table.Load())[name]; ok {
-		return s
-	}
-	return x.add(name)
-}
-
-// add returns the series of a name not in the table, creating it if there is room, else
-// OtherTenant's.
-func (x *tenantIndex) add(name string) *tenantSeries {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	old := *x.table.Load()
-	if s, ok := old[name]; ok {
-		return s
-	}
-	label := name
-	if name != admission.OtherTenant {
-		if x.named >= MaxTenantLabels {
-			label = admission.OtherTenant
-		} else {
-			x.named++
-		}
-	}
-	if s, ok := old[label]; ok {
-		return s
-	}
-	s := newTenantSeries(&x.vec, label)
-	next := maps.Clone(old)
-	next[label] = s
-	x.table.Store(&next)
-	return s
+	x.labelIndex.init(MaxTenantLabels, admission.OtherTenant, nil, func(label string, _ int) *tenantSeries {
+		return newTenantSeries(&x.vec, label)
+	})
 }
 
 // observeTenant records one finished request of a tenant; nothing without one. The tier

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
-	"github.com/prometheus/client_golang/prometheus/testutil"
 	dto "github.com/prometheus/client_model/go"
 
 	"github.com/slogate/slogate/admission"
@@ -475,13 +474,7 @@ func TestTenantMetricsLint(t *testing.T) {
 	m, reg := newMetrics(t, Options{NativeHistograms: true, Admission: ctrl})
 	m.Observe(wire.Request{}, with(tenantStream, func(r *measure.Result) { r.Tenant = "alpha" }))
 	m.ObserveDecision(admission.Decision{Tier: "short", Tenant: "alpha", Verdict: admission.Rejected, Reason: admission.TenantRequests})
-	problems, err := testutil.GatherAndLint(reg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for _, p := range problems {
-		t.Errorf("lint: %s: %s", p.Metric, p.Text)
-	}
+	checkLint(t, reg)
 }
 
 func TestObserveTenantAllocs(t *testing.T) {

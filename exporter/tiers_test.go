@@ -66,6 +66,8 @@ func TestTierLabelBounded(t *testing.T) {
 	m, reg := newMetrics(t, Options{ServedModels: served("llama")})
 	res := measure.Result{Route: wire.RouteCompletions, Status: 200, Outcome: measure.OK, E2E: time.Second}
 	const tiers = MaxTierLabels + 8
+	res.Tier = OtherTier // a tier named "other" is OtherTier: it takes none of the MaxTierLabels
+	m.Observe(wire.Request{Route: wire.RouteCompletions, Model: "llama"}, res)
 	for i := range tiers {
 		res.Tier = fmt.Sprintf("tier-%d", i)
 		for range 2 {
@@ -79,7 +81,7 @@ func TestTierLabelBounded(t *testing.T) {
 	for k, want := range map[string]float64{
 		`slogate_requests_total{code="200",model="llama",outcome="ok",route="completions",tier="tier-0"}`:  2,
 		`slogate_requests_total{code="200",model="llama",outcome="ok",route="completions",tier="tier-31"}`: 2,
-		`slogate_requests_total{code="200",model="llama",outcome="ok",route="completions",tier="other"}`:   16,
+		`slogate_requests_total{code="200",model="llama",outcome="ok",route="completions",tier="other"}`:   17,
 	} {
 		if got[k] != want {
 			t.Errorf("%s = %v, want %v", k, got[k], want)
