@@ -256,9 +256,10 @@ func (c *Controller) decide(now time.Time, t *tierState, tk *Ticket, d *Decision
 			return nil, reject(t, TierRate, delay, "over its rate of %.3g requests/s", t.rate)
 		}
 	}
-	if reason == NoReason && t.ahead(tk.class) == 0 && t.inFlight < t.slots(tk.class) {
+	if sh := c.shares(t); reason == NoReason && c.first(t, tk, sh) && t.inFlight < sh.slots(tk) {
 		d.Verdict = Admitted
 		t.inFlight++
+		t.hold(tk.ten, 1)
 		tk.start = now
 		c.dispatched(tk)
 		return nil, nil

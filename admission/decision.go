@@ -126,13 +126,13 @@ type Decision struct {
 // client that went away while it waited (Reason ClientGone) there is nobody to answer;
 // it unwraps to the context's error.
 type Rejection struct {
-	Reason     Reason
-	Tier       string
-	Tenant     string // "" without a tenants section
-	Quota      Quota  // the tenant's budgets, for the x-ratelimit-* headers
+	Reason Reason
+	Tier   string
+	Tenant string // "" without a tenants section
+	Quota  Quota  // the tenant's budgets, for the x-ratelimit-* headers
 	// Final says the same request can never be admitted: it needs more than a whole
 	// minute of one of its tenant's budgets. Retrying it is pointless.
-	Final bool
+	Final      bool
 	RetryAfter time.Duration
 	Message    string
 	cause      error

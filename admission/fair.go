@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math"
 	"net/http"
 	"slices"
 	"sync/atomic"
@@ -226,6 +227,98 @@ func (c *Controller) before(a, b *waiter) bool {
 		}
 	}
 	return a.seq < b.seq
+}
+
+// shares is who has requests in a tier (in flight or waiting), for the slots each may
+// use; it is read under the lock, and holds until the tier's state changes.
+type shares struct {
+	t       *tierState
+	present map[*tenantState]bool // nil without tenants
+	weights float64               // the weights of the tenants present
+}
+
+// shares returns who has requests in t now.
+func (c *Controller) shares(t *tierState) shares {
+	sh := shares{t: t}
+	if c.ten == nil {
+		return sh
+	}
+	sh.present = map[*tenantState]bool{}
+	add := func(s *tenantState) {
+		if s != nil && !sh.present[s] {
+			sh.present[s] = true
+			sh.weights += s.cfg.Weight
+		}
+	}
+	for s := range t.held {
+		add(s)
+	}
+	for _, q := range t.queue {
+		for _, w := range q {
+			add(w.ticket.ten)
+		}
+	}
+	return sh
+}
+
+// slots returns how many requests may be in flight in the tier when the next one is
+// tk's: the tier's slots for its class, and — when other tenants also have requests in
+// the tier — no more than a lower class gets while tk's tenant already holds its
+// weighted share of them or more. So a tenant flooding a tier leaves room for the
+// others' requests to start at once, as higher classes have the room lower ones leave;
+// alone in the tier, it may use all of it.
+func (sh shares) slots(tk *Ticket) int {
+	t, ts := sh.t, tk.ten
+	n := t.slots(tk.class)
+	if ts == nil || sh.present == nil || n == t.slots(Batch) || t.held[ts] == 0 {
+		return n // no tenant, headroom already left (a lower class, a cap below 5), or below any share
+	}
+	w := sh.weights
+	if !sh.present[ts] {
+		w += ts.cfg.Weight
+	}
+	if w == ts.cfg.Weight || float64(t.held[ts]) < float64(n)*ts.cfg.Weight/w {
+		return n // alone in the tier, or below its share
+	}
+	return t.slots(Batch)
+}
+
+// first reports whether a new request of tk may start in t before every waiter: none
+// that would go before it (Controller.before, as the last to arrive) has room to start
+// (shares.slots). Without tenants, that is when nobody of its class or a higher one
+// waits; with them, a tenant below the waiting tenants' counters, or whose waiters are
+// held back by their share of the slots, goes first.
+func (c *Controller) first(t *tierState, tk *Ticket, sh shares) bool {
+	me := waiter{class: tk.class, ticket: tk, seq: math.MaxUint64}
+	for k := Interactive; k <= tk.class; k++ {
+		for _, w := range t.queue[k] {
+			if c.before(w, &me) && t.inFlight < sh.slots(w.ticket) {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+// ready returns the waiter of t to dispatch next — the first by Controller.before of
+// the highest class waiting, among those with room to start — or nil when none has room.
+func (c *Controller) ready(t *tierState) *waiter {
+	if t.queued == 0 {
+		return nil
+	}
+	sh := c.shares(t)
+	for k := Interactive; k < numClasses; k++ {
+		var best *waiter
+		for _, w := range t.queue[k] {
+			if t.inFlight < sh.slots(w.ticket) && (best == nil || c.before(w, best)) {
+				best = w
+			}
+		}
+		if best != nil {
+			return best
+		}
+	}
+	return nil
 }
 
 // next returns the waiter of t to dispatch next, or nil when none waits.

@@ -491,3 +491,39 @@ func TestTenantsRemovedByReload(t *testing.T) {
 		})
 	}
 }
+
+// A tenant that holds its weighted share of a tier's slots or more leaves a fifth of
+// them to the others (as a lower class does): its next request waits while theirs start
+// at once. Alone in the tier, it may use every slot.
+func TestTenantSlotHeadroom(t *testing.T) {
+	cfg := withCap(withQueue(tenantsConfig([]TenantConfig{{Name: "flood"}, {Name: "calm"}}), 8), 10)
+	h := newHarness(t, Enforce, cfg)
+	var open []*Ticket
+	for range 10 { // alone: all ten slots
+		open = append(open, h.admitNow(treq("flood", 10)))
+	}
+	for _, tk := range open[2:] { // flood keeps 2
+		tk.Done(ok)
+	}
+	open = open[:2]
+	open = append(open, h.admitNow(treq("calm", 10))) // now flood has a neighbour
+	for range 5 {                                     // flood to 7 of 10: above its share of 5, inside the 8 it may use
+		open = append(open, h.admitNow(treq("flood", 10)))
+	}
+	p := h.enqueue(treq("flood", 10)) // 9 in flight would pass the 8 above its share
+	h.waits(p, "flood")
+	for range 2 { // calm, below its share, starts at once up to the whole cap
+		open = append(open, h.admitNow(treq("calm", 10)))
+	}
+	if st := h.tierStats("t"); st.InFlight != 10 || st.Queued[Interactive] != 1 {
+		t.Fatalf("in flight %d, queued %d; want 10 and flood's 1", st.InFlight, st.Queued[Interactive])
+	}
+	for _, tk := range open {
+		tk.Done(ok)
+	}
+	if o := <-p.ch; o.err != nil {
+		t.Fatalf("flood's waiter: %v", o.err)
+	} else {
+		o.tk.Done(ok)
+	}
+}

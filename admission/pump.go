@@ -81,7 +81,7 @@ func (c *Controller) pump(now time.Time) {
 			if blocked[t] {
 				continue
 			}
-			if w := c.next(t); w != nil && t.inFlight < t.slots(w.class) && (best == nil || c.before(w, best)) {
+			if w := c.ready(t); w != nil && (best == nil || c.before(w, best)) {
 				best, bt = w, t
 			}
 		}
@@ -114,6 +114,7 @@ func (c *Controller) turnAway(w *waiter, rej *Rejection, now time.Time) {
 func (c *Controller) dispatch(now time.Time, t *tierState, w *waiter) {
 	t.remove(w)
 	t.inFlight++
+	t.hold(w.ticket.ten, 1)
 	c.dispatched(w.ticket)
 	if w.virtual { // shadow mode: already in flight, now inside the count as well
 		t.shadowed--
@@ -294,6 +295,7 @@ func (tk *Ticket) Done(res measure.Result) {
 		t.shadowed--
 	} else {
 		t.inFlight--
+		t.hold(tk.ten, -1)
 	}
 	t.finish(now)
 	if ttft, tpot, ok := measure.DispatchLatency(res); ok {

@@ -22,7 +22,7 @@ type TierStats struct {
 	SLO            measure.SLO
 	P95TTFT        time.Duration // as of the last feedback round; 0 unknown
 	P95TPOT        time.Duration
-	ServiceRate    float64 // completions per second over the last 10 s; 0 unknown
+	ServiceRate    float64 // completions per second over the last 30 s (serviceWindow); 0 unknown
 }
 
 // Stats is the controller's state at one moment.

@@ -56,9 +56,9 @@ func TestStats(t *testing.T) {
 	if a.ServiceRate != 1 {
 		t.Fatalf("service rate %v, want 1/s", a.ServiceRate)
 	}
-	h.clock.Step(10 * time.Second)
+	h.clock.Step(serviceWindow)
 	if r := h.tierStats("a").ServiceRate; r != 0 {
-		t.Fatalf("service rate %v with nothing done in the last 10s, want 0", r)
+		t.Fatalf("service rate %v with nothing done in the last %s, want 0", r, serviceWindow)
 	}
 
 	h.eng.Set(snap(h.clock.Now(), func(s *engine.Snapshot) { s.Waiting = 100 }))

@@ -268,7 +268,7 @@ var (
 	admissionObservedP95Desc = prometheus.NewDesc("slogate_admission_observed_p95_seconds",
 		"The tier's 95th percentile TTFT (from dispatch) and TPOT over the feedback window, as of the last feedback round; absent until known.", []string{labelTier, labelSLO}, nil)
 	admissionServiceRateDesc = prometheus.NewDesc("slogate_admission_service_rate",
-		"The tier's completions per second over the last 10 s, from which admission predicts queue waits; absent until known.", []string{labelTier}, nil)
+		"The tier's completions per second over the last 30 s, from which admission predicts queue waits; absent until known.", []string{labelTier}, nil)
 	admissionMaxInputDesc = prometheus.NewDesc("slogate_admission_tier_max_input_tokens",
 		"The largest estimated input, in tokens, the tier takes; absent for the last tier, which has no upper bound.", []string{labelTier}, nil)
 )
