@@ -62,7 +62,7 @@ func FuzzFromConfig(f *testing.F) {
 		if !ok {
 			return
 		}
-		knees := o.Result.knees()
+		knees := o.Result.Knees()
 		if !o.Applied || o.Result.Finished.IsZero() || len(knees) == 0 {
 			t.Fatalf("FromConfig accepted an outcome without a finish time or a knee: %+v", o)
 		}

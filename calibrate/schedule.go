@@ -68,7 +68,7 @@ func (o Outcome) KneeChange(tier string) (float64, bool) {
 // Calibrated returns the tiers the outcome measured, with the limits its tiers file
 // gives them.
 func (o Outcome) Calibrated() []admission.TierConfig {
-	knees := o.Result.knees()
+	knees := o.Result.Knees()
 	var out []admission.TierConfig
 	for _, t := range o.Config.Tiers {
 		if _, ok := knees[t.Name]; ok {
@@ -78,8 +78,9 @@ func (o Outcome) Calibrated() []admission.TierConfig {
 	return out
 }
 
-// knees returns each calibrated tier's knee rate.
-func (r Result) knees() map[string]float64 {
+// Knees returns each calibrated tier's sustainable rate λ* (requests/s), by tier name:
+// the tiers whose knee was found, none of the others.
+func (r Result) Knees() map[string]float64 {
 	out := map[string]float64{}
 	for _, t := range r.Tiers {
 		if t.Knee >= 0 && t.KneeRate > 0 {
@@ -97,7 +98,7 @@ func FromConfig(cfg admission.Config) (Outcome, bool) {
 		return Outcome{}, false
 	}
 	var r Result
-	if err := cfg.Calibration.Decode(&r); err != nil || r.Finished.IsZero() || len(r.knees()) == 0 {
+	if err := cfg.Calibration.Decode(&r); err != nil || r.Finished.IsZero() || len(r.Knees()) == 0 {
 		return Outcome{}, false
 	}
 	return Outcome{Result: r, Config: cfg, Applied: true}, true
@@ -162,7 +163,7 @@ func (s *Schedule) calibrate(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if len(res.knees()) == 0 {
+	if len(res.Knees()) == 0 {
 		return fmt.Errorf("no tier could be calibrated: %s", res.errors())
 	}
 	cfg, err := res.Config(base)
@@ -172,7 +173,7 @@ func (s *Schedule) calibrate(ctx context.Context) error {
 	out := Outcome{Result: res, Config: cfg}
 	s.mu.Lock()
 	if s.latest != nil {
-		out.Previous = s.latest.Result.knees()
+		out.Previous = s.latest.Result.Knees()
 	}
 	s.mu.Unlock()
 	if s.cfg.Apply != nil {

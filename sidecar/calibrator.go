@@ -131,3 +131,23 @@ func (s *Sidecar) calibrationRoutes(mux *http.ServeMux) {
 		http.Error(w, "the latest calibration has no tier "+r.PathValue("tier"), http.StatusNotFound)
 	})
 }
+
+// Sustainable returns each tier's calibrated sustainable rate λ* (requests/s) in force,
+// by tier name: from the latest calibration the sidecar ran when it calibrates, else
+// from the calibration the tiers in force record (slogate calibrate writes it). Tiers
+// without a measured knee are absent; the map is empty without admission or without a
+// calibration. Safe for concurrent use.
+func (s *Sidecar) Sustainable() map[string]float64 {
+	if s.calibration != nil {
+		if o, ok := s.calibration.Latest(); ok {
+			return o.Result.Knees()
+		}
+	}
+	if s.admission == nil {
+		return map[string]float64{}
+	}
+	if o, ok := calibrate.FromConfig(s.admission.Config()); ok {
+		return o.Result.Knees()
+	}
+	return map[string]float64{}
+}
