@@ -9,13 +9,14 @@ import (
 )
 
 // The status page on the admin listener (GET /): the sidecar's parts behind the status
-// package's interfaces. Admission and the engine scraper fit them as they are; the
-// prober and the calibrator are read through the adapters below, at each request.
+// package's interfaces. Admission, the engine scraper and the sidecar's own Sustainable
+// (each tier's λ* in force) fit them as they are; the prober and the calibrator are read
+// through the adapters below, at each request.
 
 // statusPage returns the sidecar's status page.
 func (s *Sidecar) statusPage() http.Handler {
 	cfg := statuspage.Config{
-		Admission: s.admission, Engine: s.scraper, Logger: s.log, Clock: s.clock,
+		Admission: s.admission, Engine: s.scraper, Sustainable: s, Logger: s.log, Clock: s.clock,
 		SLO: s.cfg.Objective(),
 	}
 	if s.live != nil {
@@ -34,8 +35,9 @@ func (s *Sidecar) statusPage() http.Handler {
 }
 
 var (
-	_ statuspage.AdmissionSource = (*admission.Controller)(nil)
-	_ statuspage.EngineSource    = (*engine.Scraper)(nil)
+	_ statuspage.AdmissionSource   = (*admission.Controller)(nil)
+	_ statuspage.EngineSource      = (*engine.Scraper)(nil)
+	_ statuspage.SustainableSource = (*Sidecar)(nil)
 )
 
 // statusProbe reads the scheduled prober for the status page.

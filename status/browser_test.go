@@ -24,8 +24,8 @@ import (
 	"github.com/slogate/slogate/wire"
 )
 
-// A status page as full as a busy sidecar's: four tiers, four tenants with every budget,
-// live traffic, a scrape error and long unbreakable names, a context-matrix probe, and a
+// A status page as full as a busy sidecar's: four tiers (three with a λ*), four tenants
+// with every budget, live traffic, a scrape error and long unbreakable names, a context-matrix probe, and a
 // calibration of three tiers whose bisections crowd their points near the knee.
 
 // busyStats are four tiers in enforce mode.
@@ -142,6 +142,7 @@ func busyPage(t *testing.T) string {
 	page := New(Config{Admission: busyStats(), Engine: troubledEngine(), Live: busyWindow(), SLO: sloDef, Clock: clock.NewFake(epoch),
 		Probe:       fixedProbe{Workload: "/etc/slogate/workloads/context_matrix_8k_to_251k_at_1_to_256_streams_with_warmup_and_a_shared_prefix_of_2048_tokens_for_the_h200_nvl_nodes.yaml", Status: done, Report: wideMatrix()},
 		Calibration: fixedCalibration{Status: done, Outcome: crowdedCalibration()},
+		Sustainable: fixedSustainable{"short": 0.8, "long": 0.5, "document-summarisation-128k": 0.05}, // batch: unknown
 		History:     storedRuns(t, "shapes_for_the_h200_nvl_nodes_with_every_workload_shape_of_the_published_write_up")})
 	srv := httptest.NewServer(page)
 	defer srv.Close()
@@ -194,6 +195,9 @@ func TestPageInBrowser(t *testing.T) {
 	}
 	if !strings.Contains(page, `data-tenant="document-summarisation-team-eu-1"`) || !strings.Contains(page, `data-tenant="(former)"`) {
 		t.Error("the page shows no tenant table")
+	}
+	if !strings.Contains(page, `id="capacity-table"`) || !strings.Contains(page, `id="capacity-unknown"`) {
+		t.Error("the page shows no capacity table, or no note on the tier without a λ*")
 	}
 	if !strings.Contains(page, `id="cal-short-scan-table"`) {
 		t.Error("the calibration's points are not listed in a table")

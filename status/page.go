@@ -1,5 +1,6 @@
 // Package status serves slogate's status page on the admin listener: live SLO
-// attainment and p95 TTFT/TPOT per tier, admission limits and queues, the tenants'
+// attainment and p95 TTFT/TPOT per tier, each tier's goodput and offered load against
+// the sustainable rate λ* its calibration measured, admission limits and queues, the tenants'
 // shares of service, budgets and recent traffic, the engine's snapshot, the latest
 // probe matrix as a heatmap, the probe history's trends and regressions, and the
 // latest calibration's curves.
@@ -70,6 +71,7 @@ type Config struct {
 	Probe       ProbeSource       // nil: the sidecar does not probe
 	Calibration CalibrationSource // nil: the sidecar does not calibrate
 	History     HistorySource     // nil: the sidecar keeps no probe history
+	Sustainable SustainableSource // nil: no tier's λ* is known
 	SLO         measure.SLO       // the sidecar's SLOs, for requests no tier classified
 	Refresh     time.Duration     // how often the page reloads itself; default 5 s
 	Clock       clock.Clock       // default clock.Real
@@ -147,9 +149,18 @@ func (p *Page) view() pageView {
 		Engine:    engineView(p.cfg.Engine.Latest(), now),
 	}
 	v.Refresh = max(v.Refresh, 1)
+	var live []Live // nil: not measured
+	var span string
 	if p.cfg.Live != nil {
-		v.Live = liveView(p.cfg.Live, st.Tiers, p.cfg.SLO)
+		byTier, all := p.cfg.Live.Summary(st.Tiers, p.cfg.SLO)
+		v.Live = liveView(byTier, all, p.cfg.Live.Span())
+		live, span = byTier, v.Live.Span
 	}
+	var knees map[string]float64
+	if p.cfg.Sustainable != nil {
+		knees = p.cfg.Sustainable.Sustainable()
+	}
+	v.Capacity = capacityView(st.Tiers, live, knees, span)
 	v.Probe = probeView(p.cfg.Probe, now)
 	v.Calibration = calibrationView(p.cfg.Calibration, now)
 	v.History = historyView(p.cfg.History, now)

@@ -28,12 +28,14 @@ type (
 	fixedEngine      engine.Snapshot
 	fixedProbe       Probe
 	fixedCalibration Calibration
+	fixedSustainable map[string]float64
 )
 
-func (f fixedAdmission) Stats() admission.Stats     { return admission.Stats(f) }
-func (f fixedEngine) Latest() engine.Snapshot       { return engine.Snapshot(f) }
-func (f fixedProbe) Probe() Probe                   { return Probe(f) }
-func (f fixedCalibration) Calibration() Calibration { return Calibration(f) }
+func (f fixedAdmission) Stats() admission.Stats            { return admission.Stats(f) }
+func (f fixedEngine) Latest() engine.Snapshot              { return engine.Snapshot(f) }
+func (f fixedProbe) Probe() Probe                          { return Probe(f) }
+func (f fixedCalibration) Calibration() Calibration        { return Calibration(f) }
+func (f fixedSustainable) Sustainable() map[string]float64 { return f }
 
 // stats are two tiers in shadow mode, with some traffic queued.
 func stats() fixedAdmission {
@@ -142,6 +144,59 @@ func liveWindow() *Window {
 	return w
 }
 
+// capacityWindow holds, 10 s after it started, ten requests of the short tier — five
+// within its SLO, two over it, three turned away — two of the long tier within its SLO,
+// and a bad request no tier classified: 1 req/s offered to short with 0.5 req/s of
+// goodput, 0.2 req/s to long, all of it goodput.
+func capacityWindow() *Window {
+	clk := clock.NewFake(epoch)
+	w := NewWindow(WindowOptions{Clock: clk})
+	var rs []measure.Result
+	for range 5 {
+		rs = append(rs, stream("short", 50*ms, 5*ms))
+	}
+	rs = append(rs, stream("short", 150*ms, 5*ms), stream("short", 50*ms, 15*ms))
+	for range 3 {
+		rs = append(rs, ended("short", measure.Rejected))
+	}
+	rs = append(rs, stream("long", 50*ms, 5*ms), stream("long", 900*ms, 12*ms), ended("", measure.BadRequest))
+	for _, r := range rs {
+		w.Observe(wire.Request{}, r)
+	}
+	clk.Step(10 * time.Second)
+	return w
+}
+
+// capacityCells are the capacity table's cells of capacityWindow's tiers that do not
+// depend on long's λ*, with more.
+func capacityCells(more map[string]map[string]string) map[[3]string]string {
+	rows := map[string]map[string]string{
+		"short": {"offered": "1", "goodput": "0.5", "knee": "0.8", "in-use": "62.5%", "demand": "1.25",
+			"note": "running at 62.5% of measured capacity"},
+		"long":  {"offered": "0.2", "goodput": "0.2"},
+		"(all)": {"offered": "1.2", "goodput": "0.7", "knee": "–"},
+	}
+	for row, fields := range more {
+		for f, v := range fields {
+			rows[row][f] = v
+		}
+	}
+	return tableCells("capacity-table", rows)
+}
+
+// demandClassOf returns the class of a tier's demand cell in the capacity table.
+func demandClassOf(t *testing.T, doc *html.Node, tier string) string {
+	t.Helper()
+	for _, row := range find(byID(doc, "capacity-table"), hasAttr("data-tier", tier)) {
+		for _, c := range find(row, hasAttr("data-field", "demand")) {
+			class, _ := attr(c, "class")
+			return class
+		}
+	}
+	t.Fatalf("no demand cell of tier %s", tier)
+	return ""
+}
+
 var done = schedule.Status{Runs: 1, LastStart: epoch.Add(-2 * time.Minute), LastEnd: epoch.Add(-time.Minute)}
 
 // pageCase is a page rendered from fixed sources, and what it must show.
@@ -179,7 +234,11 @@ func pageCases() []pageCase {
 		name: "prober and calibrator off",
 		cfg:  Config{Admission: stats(), Engine: fixedEngine(engine.NewSnapshot())},
 		texts: map[string]string{"probe": "does not probe", "calibration": "does not calibrate", "live": "not measured", "engine": "down",
-			"tenants": "no tenants section"},
+			"tenants": "no tenants section", "capacity": "Live requests are not measured here", "capacity-unknown": "short, long"},
+		cells: tableCells("capacity-table", map[string]map[string]string{
+			"short": {"offered": "–", "goodput": "–", "knee": "unknown", "demand": "–"},
+			"(all)": {"offered": "–", "in-use": "–", "note": ""},
+		}),
 		check: func(t *testing.T, doc *html.Node) {
 			if byID(doc, "tenant-table") != nil {
 				t.Error("a tenant table without tenants")
@@ -246,6 +305,61 @@ func pageCases() []pageCase {
 			{"live-table", "all", "ttft-p95"}: "900 ms",
 		},
 	}, {
+		// short runs at 0.5 of its λ* of 0.8 req/s with 1 req/s offered; long's λ* is
+		// not known, so neither is the engine's load as a whole.
+		name: "capacity against λ*",
+		cfg: Config{Admission: stats(), Engine: snapshot(), Live: capacityWindow(), SLO: sloDef,
+			Sustainable: fixedSustainable{"short": 0.8, "retired": 3}},
+		texts: map[string]string{"capacity-unknown": "of long,", "capacity": "Over the last 5m"},
+		cells: capacityCells(map[string]map[string]string{
+			"long":  {"knee": "unknown", "in-use": "–", "demand": "–", "note": "λ* unknown: calibrate the tier"},
+			"(all)": {"in-use": "–", "demand": "–", "note": "a tier with traffic has no λ*"},
+		}),
+		check: func(t *testing.T, doc *html.Node) {
+			if got := demandClassOf(t, doc, "short"); !strings.Contains(got, "bad") {
+				t.Errorf("short's demand of 1.25 × λ* is of class %q, want bad", got)
+			}
+			hint := text(byID(doc, "capacity-unknown"))
+			for _, want := range []string{"slogate calibrate", "--calibrate", "POST /-/calibrate"} {
+				if !strings.Contains(hint, want) {
+					t.Errorf("the note on unknown λ* %q does not say %q", hint, want)
+				}
+			}
+			if n := len(find(byID(doc, "capacity-table"), hasAttr("data-tier", "retired"))); n != 0 {
+				t.Error("a row for a λ* of no tier in force")
+			}
+		},
+	}, {
+		// long at 0.2 req/s of 0.5 adds 0.4 to short's 0.625 of goodput and 1.25 of
+		// demand: the engine is past its knee.
+		name: "capacity, every tier calibrated",
+		cfg: Config{Admission: stats(), Engine: snapshot(), Live: capacityWindow(), SLO: sloDef,
+			Sustainable: fixedSustainable{"short": 0.8, "long": 0.5}},
+		cells: capacityCells(map[string]map[string]string{
+			"long":  {"knee": "0.5", "in-use": "40.0%", "demand": "0.4", "note": "running at 40.0% of measured capacity"},
+			"(all)": {"in-use": "102.5%", "demand": "1.65", "note": "running at 102.5% of measured capacity"},
+		}),
+		check: func(t *testing.T, doc *html.Node) {
+			if byID(doc, "capacity-unknown") != nil {
+				t.Error("a note on unknown λ* when every tier has one")
+			}
+			if got := demandClassOf(t, doc, "long"); strings.Contains(got, "bad") {
+				t.Errorf("long's demand of 0.4 × λ* is of class %q, want not bad", got)
+			}
+			if got := demandClassOf(t, doc, "(all)"); !strings.Contains(got, "bad") {
+				t.Errorf("the tiers' demand of 1.65 is of class %q, want bad", got)
+			}
+		},
+	}, {
+		name:  "capacity without a calibration",
+		cfg:   Config{Admission: stats(), Engine: snapshot(), Live: capacityWindow(), SLO: sloDef},
+		texts: map[string]string{"capacity-unknown": "of short, long,"},
+		cells: capacityCells(map[string]map[string]string{
+			"short": {"knee": "unknown", "in-use": "–", "demand": "–", "note": "λ* unknown: calibrate the tier"},
+			"long":  {"knee": "unknown"},
+			"(all)": {"in-use": "–", "demand": "–", "note": "no tier has a λ*"},
+		}),
+	}, {
 		name: "with a probe",
 		cfg: Config{Admission: stats(), Engine: snapshot(),
 			Probe: fixedProbe{Workload: "demo", Status: done, Report: shapesReport("tiny-model")}},
@@ -297,7 +411,7 @@ func pageCases() []pageCase {
 					t.Errorf("svg#%s marks the knee at %q req/s, want 4", id, rate)
 				}
 			}
-			if k := find(doc, hasAttr("data-field", "knee")); len(k) != 1 || text(k[0]) != "4 req/s" {
+			if k := find(byID(doc, "calibration"), hasAttr("data-field", "knee")); len(k) != 1 || text(k[0]) != "4 req/s" {
 				t.Errorf("the knee is not stated as 4 req/s")
 			}
 		},

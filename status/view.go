@@ -20,6 +20,7 @@ type pageView struct {
 	Mode        string
 	EngineState string
 	Live        *livePart // nil: no live source
+	Capacity    capacityPart
 	Admission   []admissionRow
 	Tenants     tenantPart
 	Engine      enginePart
@@ -45,10 +46,9 @@ type liveRow struct {
 	Failed, Rejected, Cancelled  string
 }
 
-// liveView summarises the live source by the tiers in force.
-func liveView(src LiveSource, tiers []admission.TierStats, def measure.SLO) *livePart {
-	byTier, all := src.Summary(tiers, def)
-	part := &livePart{Span: fmtSpan(src.Span()), All: liveRowOf(all, "all requests", "all")}
+// liveView lays out the live source's summary (LiveSource.Summary) over its span.
+func liveView(byTier []Live, all Live, span time.Duration) *livePart {
+	part := &livePart{Span: fmtSpan(span), All: liveRowOf(all, "all requests", "all")}
 	for _, l := range byTier {
 		name, id := l.Tier, l.Tier
 		if name == "" {

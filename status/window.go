@@ -101,6 +101,20 @@ type Live struct {
 	Rejected   int           // admission turned them away
 	Cancelled  int           // the client went away first
 	Attainment float64       // Met / Judged; NaN when nothing was judged
+	// Covered is how long a time the requests were counted over: the window's span, or
+	// less when the window started later or is at its capacity (it covers its requests
+	// from the oldest it kept); 0 while it covers no time.
+	Covered time.Duration
+}
+
+// PerSecond returns n requests per second of the time l covers: l.PerSecond(l.Met) is
+// the goodput, l.PerSecond(l.Requests) the load offered (every outcome, rejected
+// requests included, each counted when it ended). NaN while l covers no time.
+func (l Live) PerSecond(n int) float64 {
+	if l.Covered <= 0 {
+		return math.NaN()
+	}
+	return float64(n) / l.Covered.Seconds()
 }
 
 // Summary summarises the window per tier as of now: first the given tiers in their
@@ -123,7 +137,7 @@ func (w *Window) Summary(tiers []admission.TierStats, def measure.SLO) (byTier [
 		get(t.Name, t.SLO)
 	}
 	sum := &tally{Live: Live{SLO: def}}
-	recent, _ := w.recent()
+	recent, covered := w.recent()
 	for _, r := range recent {
 		t := get(r.tier, def)
 		t.add(r, t.SLO)
@@ -131,9 +145,9 @@ func (w *Window) Summary(tiers []admission.TierStats, def measure.SLO) (byTier [
 	}
 	byTier = make([]Live, len(order))
 	for i, t := range order {
-		byTier[i] = t.live()
+		byTier[i] = t.live(covered)
 	}
-	return byTier, sum.live()
+	return byTier, sum.live(covered)
 }
 
 // TenantLive is one tenant's recent live traffic. Each of its requests is judged by its
@@ -143,8 +157,7 @@ type TenantLive struct {
 	Former bool   // the requests of every tenant no longer in force, together
 	Live
 	// Goodput is the judged requests that met their SLO per second of the time the
-	// window covers (its span, or less when it started later or is at its capacity);
-	// NaN while it covers no time.
+	// window covers, Live.PerSecond(Met); NaN while it covers no time.
 	Goodput float64
 }
 
@@ -188,12 +201,10 @@ func (w *Window) ByTenant(names []string, tiers []admission.TierStats, def measu
 		if i >= none && t.Requests == 0 {
 			continue
 		}
-		tl := TenantLive{Former: i == former, Live: t.live(), Goodput: math.NaN()}
+		tl := TenantLive{Former: i == former, Live: t.live(covered)}
+		tl.Goodput = tl.PerSecond(tl.Met)
 		if i < none {
 			tl.Tenant = names[i]
-		}
-		if covered > 0 {
-			tl.Goodput = float64(t.Met) / covered.Seconds()
 		}
 		out = append(out, tl)
 	}
@@ -230,9 +241,10 @@ func (t *tally) add(r record, slo measure.SLO) {
 	}
 }
 
-// live returns the summary with its percentiles and attainment.
-func (t *tally) live() Live {
+// live returns the summary with its percentiles and attainment, over covered.
+func (t *tally) live(covered time.Duration) Live {
 	l := t.Live
+	l.Covered = covered
 	l.P95TTFT, l.P95TPOT = p95(t.ttft), p95(t.tpot)
 	l.Attainment = math.NaN()
 	if l.Judged > 0 {

@@ -82,20 +82,28 @@ func TestWindowSummary(t *testing.T) {
 			"gone": {Tier: "gone", SLO: sloDef, Requests: 1, Judged: 1, P95TTFT: 3 * time.Second, P95TPOT: 50 * ms},
 			"all":  {SLO: sloDef, Requests: 2, Judged: 2, Met: 1, P95TTFT: 3 * time.Second, P95TPOT: 50 * ms},
 		}},
-		{name: "older than the span forgotten", steps: []step{
+		{name: "older than the span forgotten, the span covered", steps: []step{
 			at(stream("short", 500*ms, 5*ms)), {after: 3 * time.Minute, res: ptr(stream("short", 50*ms, 5*ms))},
 			{after: 2*time.Minute + ms},
 		}, want: map[string]Live{
-			"short": {Tier: "short", SLO: sloShort, Requests: 1, Judged: 1, Met: 1, P95TTFT: 50 * ms, P95TPOT: 5 * ms},
-			"long":  {Tier: "long", SLO: sloLong},
-			"all":   {SLO: sloDef, Requests: 1, Judged: 1, Met: 1, P95TTFT: 50 * ms, P95TPOT: 5 * ms},
+			"short": {Tier: "short", SLO: sloShort, Requests: 1, Judged: 1, Met: 1, P95TTFT: 50 * ms, P95TPOT: 5 * ms, Covered: 5 * time.Minute},
+			"long":  {Tier: "long", SLO: sloLong, Covered: 5 * time.Minute},
+			"all":   {SLO: sloDef, Requests: 1, Judged: 1, Met: 1, P95TTFT: 50 * ms, P95TPOT: 5 * ms, Covered: 5 * time.Minute},
 		}},
-		{name: "beyond the capacity forgotten", capacity: 2, steps: []step{
-			at(stream("long", 5*time.Second, 5*ms)), at(stream("short", 10*ms, 5*ms)), at(stream("short", 20*ms, 5*ms)),
+		{name: "the time since the window started covered", steps: []step{
+			{after: 4 * time.Second, res: ptr(ended("short", measure.Rejected))}, {after: 6 * time.Second},
 		}, want: map[string]Live{
-			"short": {Tier: "short", SLO: sloShort, Requests: 2, Judged: 2, Met: 2, P95TTFT: 20 * ms, P95TPOT: 5 * ms},
-			"long":  {Tier: "long", SLO: sloLong},
-			"all":   {SLO: sloDef, Requests: 2, Judged: 2, Met: 2, P95TTFT: 20 * ms, P95TPOT: 5 * ms},
+			"short": {Tier: "short", SLO: sloShort, Requests: 1, Rejected: 1, Covered: 10 * time.Second},
+			"long":  {Tier: "long", SLO: sloLong, Covered: 10 * time.Second},
+			"all":   {SLO: sloDef, Requests: 1, Rejected: 1, Covered: 10 * time.Second},
+		}},
+		{name: "beyond the capacity forgotten, covered from the oldest kept", capacity: 2, steps: []step{
+			at(stream("long", 5*time.Second, 5*ms)), {after: time.Second, res: ptr(stream("short", 10*ms, 5*ms))},
+			{after: 2 * time.Second, res: ptr(stream("short", 20*ms, 5*ms))}, {after: time.Second},
+		}, want: map[string]Live{
+			"short": {Tier: "short", SLO: sloShort, Requests: 2, Judged: 2, Met: 2, P95TTFT: 20 * ms, P95TPOT: 5 * ms, Covered: 3 * time.Second},
+			"long":  {Tier: "long", SLO: sloLong, Covered: 3 * time.Second},
+			"all":   {SLO: sloDef, Requests: 2, Judged: 2, Met: 2, P95TTFT: 20 * ms, P95TPOT: 5 * ms, Covered: 3 * time.Second},
 		}},
 	}
 	for _, tc := range cases {
@@ -206,6 +214,7 @@ func TestWindowByTenant(t *testing.T) {
 		name     string
 		capacity int
 		steps    []step
+		covered  time.Duration // of every row
 		want     []TenantLive
 	}{
 		{name: "empty: the tenants in force, no time covered", want: []TenantLive{
@@ -217,7 +226,7 @@ func TestWindowByTenant(t *testing.T) {
 			at(of("beta", stream("gone", 1500*ms, 50*ms))), // an unknown tier: the default 2 s
 			at(of("beta", ended("short", measure.Rejected))),
 			{after: 10 * time.Second},
-		}, want: []TenantLive{
+		}, covered: 10 * time.Second, want: []TenantLive{
 			{Tenant: "acme", Live: Live{Requests: 2, Judged: 2, Met: 1, P95TTFT: 150 * ms, P95TPOT: 5 * ms}, Goodput: 0.1},
 			{Tenant: "beta", Live: Live{Requests: 2, Judged: 1, Met: 1, Rejected: 1, P95TTFT: 1500 * ms, P95TPOT: 50 * ms}, Goodput: 0.1},
 			{Tenant: "other", Goodput: 0},
@@ -227,7 +236,7 @@ func TestWindowByTenant(t *testing.T) {
 			at(of("retired", stream("short", 50*ms, 5*ms))), at(of("renamed", stream("short", 50*ms, 5*ms))),
 			at(of("other", ended("long", measure.ClientCancelled))),
 			{after: 20 * time.Second},
-		}, want: []TenantLive{
+		}, covered: 20 * time.Second, want: []TenantLive{
 			{Tenant: "acme"}, {Tenant: "beta"},
 			{Tenant: "other", Live: Live{Requests: 1, Cancelled: 1}},
 			{Live: Live{Requests: 1}},
@@ -237,7 +246,7 @@ func TestWindowByTenant(t *testing.T) {
 			at(of("acme", stream("short", 50*ms, 5*ms))), {after: 6 * time.Minute},
 			at(of("acme", stream("short", 50*ms, 5*ms))), at(of("acme", stream("short", 50*ms, 5*ms))),
 			at(of("acme", stream("short", 50*ms, 5*ms))),
-		}, want: []TenantLive{
+		}, covered: 5 * time.Minute, want: []TenantLive{
 			{Tenant: "acme", Live: Live{Requests: 3, Judged: 3, Met: 3, P95TTFT: 50 * ms, P95TPOT: 5 * ms}, Goodput: 0.01},
 			{Tenant: "beta"}, {Tenant: "other"},
 		}},
@@ -246,7 +255,7 @@ func TestWindowByTenant(t *testing.T) {
 			{after: 10 * time.Second, res: ptr(of("acme", stream("short", 50*ms, 5*ms)))},
 			{after: 10 * time.Second, res: ptr(of("beta", stream("short", 50*ms, 5*ms)))},
 			{after: 10 * time.Second},
-		}, want: []TenantLive{
+		}, covered: 20 * time.Second, want: []TenantLive{
 			{Tenant: "acme", Live: Live{Requests: 1, Judged: 1, Met: 1, P95TTFT: 50 * ms, P95TPOT: 5 * ms}, Goodput: 0.05},
 			{Tenant: "beta", Live: Live{Requests: 1, Judged: 1, Met: 1, P95TTFT: 50 * ms, P95TPOT: 5 * ms}, Goodput: 0.05},
 			{Tenant: "other"},
@@ -260,6 +269,7 @@ func TestWindowByTenant(t *testing.T) {
 				t.Fatalf("%d rows %+v, want %d", len(got), got, len(tc.want))
 			}
 			for i, want := range tc.want {
+				want.Covered = tc.covered
 				if want.Attainment = math.NaN(); want.Judged > 0 {
 					want.Attainment = float64(want.Met) / float64(want.Judged)
 				}
