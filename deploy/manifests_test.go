@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	appsv1 "k8s.io/api/apps/v1"
+	autoscalingv2 "k8s.io/api/autoscaling/v2"
 	batchv1 "k8s.io/api/batch/v1"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -16,7 +17,8 @@ import (
 // This file decodes rendered manifests into their Go types strictly, as the API server's
 // strict field validation does: unknown and duplicate fields are errors, and field names
 // are case-sensitive. Built-in kinds decode into k8s.io/api; the Prometheus Operator's
-// kinds into the small structs below, which declare only the fields the manifests may use.
+// kinds into the small structs below, which declare only the fields the manifests may use,
+// and KEDA's ScaledObject into the one of autoscaling_test.go.
 
 // serviceMonitor is the part of monitoring.coreos.com/v1 ServiceMonitor the manifests use.
 type serviceMonitor struct {
@@ -79,6 +81,8 @@ type manifests struct {
 	CronJobs        map[string]*batchv1.CronJob
 	ServiceMonitors map[string]*serviceMonitor
 	Rules           map[string]*prometheusRule
+	ScaledObjects   map[string]*scaledObject
+	HPAs            map[string]*autoscalingv2.HorizontalPodAutoscaler
 }
 
 // decodeAll decodes every object strictly into its type; a kind the test does not know is
@@ -88,6 +92,7 @@ func decodeAll(objs []object) (*manifests, error) {
 		Deployments: map[string]*appsv1.Deployment{}, Services: map[string]*corev1.Service{},
 		ConfigMaps: map[string]*corev1.ConfigMap{}, CronJobs: map[string]*batchv1.CronJob{},
 		ServiceMonitors: map[string]*serviceMonitor{}, Rules: map[string]*prometheusRule{},
+		ScaledObjects: map[string]*scaledObject{}, HPAs: map[string]*autoscalingv2.HorizontalPodAutoscaler{},
 	}
 	for _, o := range objs {
 		var err error
@@ -104,6 +109,10 @@ func decodeAll(objs []object) (*manifests, error) {
 			err = decodeInto(o, m.ServiceMonitors)
 		case "monitoring.coreos.com/v1 PrometheusRule":
 			err = decodeInto(o, m.Rules)
+		case "keda.sh/v1alpha1 ScaledObject":
+			err = decodeInto(o, m.ScaledObjects)
+		case "autoscaling/v2 HorizontalPodAutoscaler":
+			err = decodeInto(o, m.HPAs)
 		default:
 			err = fmt.Errorf("the test knows no %s; add its type and checks", gvk)
 		}
@@ -154,6 +163,10 @@ func TestStrictDecoding(t *testing.T) {
 		"wrong type":    {doc: `{"apiVersion":"v1","kind":"Service","metadata":{"name":"a"},"spec":{"ports":"80"}}`, fail: true},
 		"crd unknown":   {doc: `{"apiVersion":"monitoring.coreos.com/v1","kind":"ServiceMonitor","metadata":{"name":"a"},"spec":{"endpoints":[{"port":"a","source_labels":[]}]}}`, fail: true},
 		"unknown kind":  {doc: `{"apiVersion":"v1","kind":"Pod","metadata":{"name":"a"}}`, fail: true},
+		"keda":          {doc: `{"apiVersion":"keda.sh/v1alpha1","kind":"ScaledObject","metadata":{"name":"a"},"spec":{"scaleTargetRef":{"name":"d"},"triggers":[{"type":"prometheus","metadata":{"threshold":"1"}}]}}`},
+		"keda unknown":  {doc: `{"apiVersion":"keda.sh/v1alpha1","kind":"ScaledObject","metadata":{"name":"a"},"spec":{"scaleTargetRef":{"name":"d"},"minReplicas":1}}`, fail: true},
+		"keda number":   {doc: `{"apiVersion":"keda.sh/v1alpha1","kind":"ScaledObject","metadata":{"name":"a"},"spec":{"triggers":[{"type":"prometheus","metadata":{"threshold":1}}]}}`, fail: true},
+		"hpa unknown":   {doc: `{"apiVersion":"autoscaling/v2","kind":"HorizontalPodAutoscaler","metadata":{"name":"a"},"spec":{"maxReplicas":2,"targetCPUUtilizationPercentage":50}}`, fail: true},
 		"no name":       {doc: `{"apiVersion":"v1","kind":"ConfigMap","metadata":{}}`, fail: true},
 	} {
 		t.Run(name, func(t *testing.T) {

@@ -297,13 +297,15 @@ func diffObjects(got, want []object) string {
 // kustomizations are the directories under deploy/ that build, with what each must hold.
 var kustomizations = []struct {
 	dir    string
-	engine string // SLOGATE_ENGINE of the pod; "" for the rules alone
+	engine string // SLOGATE_ENGINE of the pod; "" for the rules or an autoscaler alone
 	gpu    bool   // the engine asks for a GPU
 }{
 	{dir: ".", engine: ""},
 	{dir: "base", engine: "vllm"},
 	{dir: "overlays/vllm", engine: "vllm", gpu: true},
 	{dir: "overlays/sglang", engine: "sglang", gpu: true},
+	{dir: "autoscaling/keda", engine: ""},
+	{dir: "autoscaling/hpa", engine: ""},
 }
 
 func TestRenderMatchesKubectl(t *testing.T) {
