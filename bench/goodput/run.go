@@ -27,6 +27,9 @@ type experiment struct {
 	SLO     measure.SLO
 
 	Warmup, Window, Grace time.Duration
+	// CV is the coefficient of variation of the inter-arrival times (schedule); 0 is 1,
+	// Poisson arrivals.
+	CV float64
 
 	Arrivals []arrival
 	Outcomes [][]outcome // by stack, then by arrival
@@ -46,11 +49,19 @@ type sample struct {
 	Tenants          []admission.TenantStats
 }
 
+// cv returns the arrivals' coefficient of variation: CV, or 1 (Poisson) when unset.
+func (e *experiment) cv() float64 {
+	if e.CV == 0 {
+		return 1
+	}
+	return e.CV
+}
+
 // run replays the experiment's schedule against its stacks. It returns when the grace
 // period ended and every request has been cancelled or finished.
 func (e *experiment) run(ctx context.Context) {
 	total := e.Warmup + e.Window + e.Grace
-	e.Arrivals = schedule(e.Classes, total, e.Seed)
+	e.Arrivals = schedule(e.Classes, total, e.Seed, e.cv())
 	e.Outcomes = make([][]outcome, len(e.Stacks))
 	e.Timeline = make([][]sample, len(e.Stacks))
 	for k := range e.Stacks {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"math/rand/v2"
 	"slices"
 	"strconv"
@@ -24,18 +25,26 @@ type arrival struct {
 	Class int // index into the workload's classes
 }
 
-// poisson returns the arrival offsets of a Poisson process of the given rate over
-// [0, dur). The inter-arrival times are unit-rate exponentials from a generator seeded
-// with seed, divided by rate: the same seed at two rates gives the same sequence, scaled
-// in time (common random numbers across the rates compared).
-func poisson(rate float64, dur time.Duration, seed uint64) []time.Duration {
+// renewal returns the arrival offsets over [0, dur) of a renewal process of the given
+// rate whose inter-arrival times have coefficient of variation cv: exponential for cv 1
+// (a Poisson process), gamma with shape 1/cv² otherwise (cv 3: long quiet spells broken
+// by bursts, the traffic a batch job or a retry storm sends). The gaps are drawn with
+// mean 1 from a generator seeded with seed, then divided by rate: the same seed at two
+// rates gives the same sequence, scaled in time (common random numbers across the rates
+// compared), whatever cv.
+func renewal(rate float64, dur time.Duration, seed uint64, cv float64) []time.Duration {
 	if rate <= 0 || dur <= 0 {
 		return nil
 	}
 	rng := rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15))
+	gap := rng.ExpFloat64
+	if cv != 1 {
+		k := 1 / (cv * cv)
+		gap = func() float64 { return gamma(rng, k) / k }
+	}
 	var out []time.Duration
 	for t := 0.0; ; {
-		t += rng.ExpFloat64() / rate
+		t += gap() / rate
 		at := time.Duration(t * float64(time.Second))
 		if at >= dur {
 			return out
@@ -44,13 +53,41 @@ func poisson(rate float64, dur time.Duration, seed uint64) []time.Duration {
 	}
 }
 
-// schedule merges independent Poisson arrivals of every class over [0, dur) into one
+// poisson returns the arrival offsets of a Poisson process: renewal with cv 1.
+func poisson(rate float64, dur time.Duration, seed uint64) []time.Duration {
+	return renewal(rate, dur, seed, 1)
+}
+
+// gamma draws from the gamma distribution of shape k > 0 and scale 1 by Marsaglia and
+// Tsang's method (ACM TOMS 26(3), 2000), boosted for k < 1: Gamma(k) = Gamma(k+1) × U^(1/k).
+func gamma(rng *rand.Rand, k float64) float64 {
+	if k < 1 {
+		return gamma(rng, k+1) * math.Pow(1-rng.Float64(), 1/k)
+	}
+	d := k - 1.0/3
+	c := 1 / math.Sqrt(9*d)
+	for {
+		x := rng.NormFloat64()
+		v := 1 + c*x
+		if v <= 0 {
+			continue
+		}
+		v = v * v * v
+		u := 1 - rng.Float64() // in (0, 1]
+		if u < 1-0.0331*x*x*x*x || math.Log(u) < 0.5*x*x+d*(1-v+math.Log(v)) {
+			return d * v
+		}
+	}
+}
+
+// schedule merges independent arrivals of every class over [0, dur), each a renewal
+// process of the class's rate with coefficient of variation cv (1: Poisson), into one
 // schedule ordered by time. Class i draws from seed+i, so adding a class does not change
 // the arrivals of the others.
-func schedule(classes []class, dur time.Duration, seed uint64) []arrival {
+func schedule(classes []class, dur time.Duration, seed uint64, cv float64) []arrival {
 	var out []arrival
 	for i, c := range classes {
-		for _, at := range poisson(c.Rate, dur, seed+uint64(i)) {
+		for _, at := range renewal(c.Rate, dur, seed+uint64(i), cv) {
 			out = append(out, arrival{At: at, Class: i})
 		}
 	}

@@ -36,9 +36,38 @@ func TestPoissonRate(t *testing.T) {
 	}
 }
 
+// TestRenewalBursty checks the bursty arrivals' rate and coefficient of variation, and
+// that they too scale in time with the rate.
+func TestRenewalBursty(t *testing.T) {
+	for _, cv := range []float64{0.5, 1, 3} {
+		at := renewal(2, 20000*time.Second, 5, cv)
+		var sum, sq float64
+		prev := time.Duration(0)
+		for _, a := range at {
+			g := (a - prev).Seconds()
+			sum, sq, prev = sum+g, sq+g*g, a
+		}
+		n := float64(len(at))
+		mean := sum / n
+		got := math.Sqrt(sq/n-mean*mean) / mean
+		// The sample CV of n gamma gaps with CV 3 has a standard error of about
+		// cv·sqrt((κ−1)/4n) with kurtosis κ = 3+6cv²: under 0.05 here.
+		if math.Abs(mean-0.5) > 0.5*4*cv/math.Sqrt(n) || math.Abs(got-cv) > 0.1*cv {
+			t.Errorf("cv %g: %d arrivals, mean gap %.4f s (want 0.5), cv %.3f", cv, len(at), mean, got)
+		}
+		fast := renewal(4, 10000*time.Second, 5, cv)
+		if len(fast) != len(at) || len(at) > 0 && (at[len(at)/2]-2*fast[len(at)/2]).Abs() > time.Microsecond {
+			t.Errorf("cv %g: twice the rate should give the same arrivals at half the times", cv)
+		}
+	}
+	if got, want := renewal(1, time.Hour, 7, 1), poisson(1, time.Hour, 7); len(got) != len(want) || got[0] != want[0] {
+		t.Error("cv 1 should be the Poisson process")
+	}
+}
+
 func TestScheduleMergesClassesInOrder(t *testing.T) {
 	classes := []class{{Name: "a", Rate: 1}, {Name: "b", Rate: 0.5}}
-	s := schedule(classes, 10*time.Minute, 3)
+	s := schedule(classes, 10*time.Minute, 3, 1)
 	count := [2]int{}
 	for i, a := range s {
 		count[a.Class]++
