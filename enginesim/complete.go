@@ -48,6 +48,7 @@ func (s *Scheduler) Complete(end time.Time) []Emission {
 		case q.aborted:
 			s.finish(q, end, "abort")
 		case q.generated >= q.req.OutputTokens:
+			s.live--
 			s.finish(q, end, q.req.FinishReason)
 		default:
 			return false
@@ -83,6 +84,7 @@ func (s *Scheduler) emit(q *seq, k int, t time.Time) {
 	}
 	if q.first.IsZero() {
 		q.first = t
+		s.leaveBacklog(q)
 	} else if s.hooks.Tokens != nil {
 		s.hooks.Tokens(t.Sub(q.last), k)
 	}

@@ -11,5 +11,7 @@
 //
 // Server puts the Scheduler behind the engines' HTTP API in real time: completions and
 // chat (streaming or not), /v1/models, /tokenize, /health, /metrics with either engine's
-// metric names, and deliberate faults (see Faults) for testing what sits in front of it.
+// metric names, the engines' own admission caps (Config.MaxNumQueuedReqs,
+// MaxNumQueuedTokens, MaxQueuedRequests; caps.go), and deliberate faults (see Faults) for
+// testing what sits in front of it.
 package enginesim

@@ -48,10 +48,18 @@ func (s *Server) serveGenerate(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	j.arrival = arrival
+	if hit := s.preflight(); hit != capNone {
+		s.refuse(w, j, hit)
+		return
+	}
 	if !sleepCtx(r.Context(), s.scaled(s.cfg.Profile.APILatency)) {
 		return
 	}
-	st := s.submit(j)
+	st, hit := s.submit(j)
+	if hit != capNone {
+		s.refuse(w, j, hit)
+		return
+	}
 	defer s.release(j.id)
 	if j.req.Stream {
 		s.streamJob(w, r, j, st)
@@ -147,13 +155,18 @@ func badRequest(msg string) *wire.APIError {
 	return &wire.APIError{Message: msg, Type: wire.TypeEngineBadRequest}
 }
 
-// submit registers j's stream and queues it in the scheduler.
-func (s *Server) submit(j *job) *stream {
+// submit registers j's stream and queues it in the scheduler, unless an admission cap
+// refuses it, which it reports; the check and the queueing are one step under s.mu.
+func (s *Server) submit(j *job) (*stream, capHit) {
 	st := newStream()
 	s.mu.Lock()
 	s.nextID++
 	j.id = s.nextID
 	j.seed = j.id * 0x2545f4914f6cdd1d
+	if hit := s.overCap(); hit != capNone {
+		s.mu.Unlock()
+		return nil, hit
+	}
 	j.output, j.reason = j.req.MaxTokens, "length"
 	if !j.req.IgnoreEOS {
 		// Without ignore_eos the answer ends where the model would stop: after its
@@ -178,7 +191,7 @@ func (s *Server) submit(j *job) *stream {
 	case s.wake <- struct{}{}:
 	default:
 	}
-	return st
+	return st, capNone
 }
 
 // release forgets j's stream and aborts it in the scheduler if it is still there, which

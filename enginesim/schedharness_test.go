@@ -85,6 +85,7 @@ func (h *schedHarness) submit(rs ...Request) {
 		h.emitted[r.ID] = 0
 		h.s.Submit(h.now, r)
 	}
+	h.checkCounts()
 }
 
 // abort aborts id at time at and returns what Abort reported.
@@ -93,7 +94,29 @@ func (h *schedHarness) abort(at time.Time, id uint64) bool {
 	if ok {
 		h.aborted[id] = true
 	}
+	h.checkCounts()
 	return ok
+}
+
+// checkCounts holds the counts the engines' admission caps read (caps.go) to the
+// requests as the harness knows them: in flight, every live request that has not all its
+// tokens; in the prefill backlog, the whole prompt of every live one with none yet, also
+// after a preemption or while an abort waits for the end of its step.
+func (h *schedHarness) checkCounts() {
+	h.t.Helper()
+	live, backlog := 0, 0
+	for id, r := range h.reqs {
+		if h.aborted[id] || h.emitted[id] >= r.OutputTokens {
+			continue
+		}
+		live++
+		if h.emitted[id] == 0 {
+			backlog += r.PromptTokens
+		}
+	}
+	if got, st := h.s.inFlight(), h.s.Stats(); got != live || st.PrefillBacklog != backlog {
+		h.t.Fatalf("in flight %d, prefill backlog %d; the requests say %d and %d", got, st.PrefillBacklog, live, backlog)
+	}
 }
 
 // plan calls Step at the current time and remembers when the step ends.
@@ -136,6 +159,7 @@ func (h *schedHarness) complete() []Emission {
 	}
 	h.emits = append(h.emits, es)
 	checkSchedKV(h.t, h.s)
+	h.checkCounts()
 	return es
 }
 

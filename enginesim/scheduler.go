@@ -71,6 +71,10 @@ type Stats struct {
 	LastStepDuration  time.Duration
 	BusyTime          time.Duration // total duration of all steps
 	PrefillTokensStep int           // prefill tokens in the last completed step
+	// PrefillBacklog is the prompt tokens of the live requests that have produced no
+	// token yet, each counted whole however much of it is computed or cached: what
+	// vLLM's --max-num-queued-tokens holds against its cap (caps.go).
+	PrefillBacklog int
 }
 
 type seq struct {
@@ -84,6 +88,7 @@ type seq struct {
 	aborted   bool
 	preempts  int
 	cached    int
+	backlog   bool // its prompt counts in the prefill backlog: live, no token yet
 	enqueued  time.Time
 	scheduled time.Time
 	first     time.Time
@@ -113,6 +118,8 @@ type Scheduler struct {
 	waiting     []*seq // FCFS; preempted requests return to the front
 	waitingLive int    // waiting requests that are not aborted
 	running     []*seq // admission order; preemption takes the last
+	live        int    // requests waiting or running, not aborted
+	backlog     int    // Stats.PrefillBacklog
 	plan        []planItem
 	inStep      bool
 	stepStart   time.Time
@@ -134,11 +141,26 @@ func NewScheduler(p Profile, hooks Hooks) *Scheduler {
 
 // Submit queues a request at time now. IDs must be unique among live requests.
 func (s *Scheduler) Submit(now time.Time, r Request) {
-	q := &seq{req: r, ctx: r.PromptTokens, enqueued: now}
+	q := &seq{req: r, ctx: r.PromptTokens, enqueued: now, backlog: true}
 	s.byID[r.ID] = q
 	s.waiting = append(s.waiting, q)
 	s.waitingLive++
+	s.live++
+	s.backlog += r.PromptTokens
 }
+
+// leaveBacklog takes q's prompt out of the prefill backlog, once: when its first token
+// comes or it is aborted before.
+func (s *Scheduler) leaveBacklog(q *seq) {
+	if q.backlog {
+		q.backlog = false
+		s.backlog -= q.req.PromptTokens
+	}
+}
+
+// inFlight returns the requests waiting or running that are not aborted: a request
+// aborted mid-step leaves the count at once, though its KV is freed when the step ends.
+func (s *Scheduler) inFlight() int { return s.live }
 
 // Abort removes a request at time now, freeing its KV blocks at once, or at the end of
 // the step in progress if that step computes it. It reports whether the request was live.
@@ -148,6 +170,8 @@ func (s *Scheduler) Abort(now time.Time, id uint64) bool {
 		return false
 	}
 	q.aborted = true
+	s.live--
+	s.leaveBacklog(q)
 	if !q.running {
 		s.waitingLive--
 		s.finish(q, now, "abort")
@@ -172,6 +196,7 @@ func (s *Scheduler) Idle() bool { return len(s.running) == 0 && s.waitingLive ==
 func (s *Scheduler) Stats() Stats {
 	st := s.stats
 	st.Running, st.Waiting = len(s.running), s.waitingLive
+	st.PrefillBacklog = s.backlog
 	st.UsedBlocks = s.kv.used
 	for _, q := range s.running {
 		st.UsedTokens += q.computed

@@ -35,6 +35,20 @@ type Config struct {
 	// Clock measures the start-up delay (NotReadyFor); default clock.Real. The engine's
 	// steps keep to the wall clock whatever it is.
 	Clock clock.Clock
+
+	// The engine's own admission caps, 0 for off as in the engines (caps.go). They apply
+	// to every generation route; a cap of the other flavour is an error.
+	//
+	// vLLM: MaxNumQueuedReqs (--max-num-queued-reqs) refuses a request when this many
+	// are already waiting or running; MaxNumQueuedTokens (--max-num-queued-tokens)
+	// refuses one when the prompts of the requests that have produced no token yet add
+	// up to this many tokens, each prompt counted whole. Both answer 503.
+	MaxNumQueuedReqs   int
+	MaxNumQueuedTokens int
+	// SGLang: MaxQueuedRequests (--max-queued-requests) refuses a request when this many
+	// wait in the scheduler's queue (running ones do not count); 503, or for a streamed
+	// request an error event in a 200 stream.
+	MaxQueuedRequests int
 }
 
 // Server is a model of an inference engine (vLLM or SGLang) behind their HTTP API: it
@@ -53,7 +67,7 @@ type Server struct {
 
 	lora adapters // loaded at run time (vLLM flavor, lora.go)
 
-	mu      sync.Mutex // guards sched, streams, nextID, asleep and changed
+	mu      sync.Mutex // guards sched, streams, nextID, asleep and changed; admission caps decide under it
 	asleep  bool       // vLLM sleep mode: no steps until wake_up (sleep.go)
 	sched   *Scheduler
 	streams map[uint64]*stream
@@ -72,6 +86,9 @@ func NewServer(cfg Config) (*Server, error) {
 	case FlavorVLLM, FlavorSGLang:
 	default:
 		return nil, fmt.Errorf("enginesim: unknown flavor %q (want vllm or sglang)", cfg.Flavor)
+	}
+	if err := cfg.checkCaps(); err != nil {
+		return nil, err
 	}
 	switch {
 	case cfg.Speed == 0:

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"strings"
 	"testing"
 
 	"github.com/slogate/slogate/internal/conformance"
@@ -49,15 +50,7 @@ func TestStreamConformanceThroughProxy(t *testing.T) {
 				if !ok {
 					body = `{"model":"m","stream":true,"stream_options":{"include_usage":true},"prompt":"hi","messages":[{"role":"user","content":"hi"}]}`
 				}
-				resp, err := http.Post(f.hs.URL+path, "application/json", bytes.NewReader([]byte(body)))
-				if err != nil {
-					t.Fatal(err)
-				}
-				got, err := io.ReadAll(resp.Body)
-				resp.Body.Close()
-				if err != nil {
-					t.Fatalf("reading the answer: %v", err)
-				}
+				resp, got := postAll(t, f.hs.URL+path, body)
 				if resp.StatusCode != http.StatusOK || !bytes.Equal(got, s.Body) {
 					t.Errorf("status %d; the client got\n%q\nthe engine sent\n%q", resp.StatusCode, got, s.Body)
 				}
@@ -67,4 +60,59 @@ func TestStreamConformanceThroughProxy(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestErrorConformanceThroughProxy answers requests with every error answer of the
+// corpus (wire/testdata/errors), the engines' refusals among them: the client must get
+// the engine's status and bytes unchanged, with no Retry-After the engine did not send,
+// and the proxy must report the outcome the corpus names.
+func TestErrorConformanceThroughProxy(t *testing.T) {
+	answers, err := conformance.Errors()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, a := range answers {
+		t.Run(a.Name, func(t *testing.T) {
+			path, ok := routePaths[a.Expect.Route]
+			if !ok {
+				t.Fatalf("no path for route %q", a.Expect.Route)
+			}
+			up := startUpstream(t, func(w http.ResponseWriter, _ *http.Request) {
+				w.Header().Set("Content-Type", "application/json")
+				w.WriteHeader(a.Expect.Status)
+				_, _ = w.Write(a.Body)
+			})
+			f := startProxy(t, up.hs.URL, proxy.Config{InjectUsage: true})
+			body := fmt.Sprintf(`{"model":"m","stream":%v,"prompt":"hi","messages":[{"role":"user","content":"hi"}]}`, a.Expect.Stream)
+			if a.Expect.Route == "generate" {
+				body = fmt.Sprintf(`{"text":"hi","sampling_params":{"max_new_tokens":4},"stream":%v}`, a.Expect.Stream)
+			}
+			resp, got := postAll(t, f.hs.URL+path, body)
+			if resp.StatusCode != a.Expect.Status || !bytes.Equal(got, a.Body) {
+				t.Errorf("the client got %d %q; the engine sent %d %q", resp.StatusCode, got, a.Expect.Status, a.Body)
+			}
+			if ra := resp.Header.Get("Retry-After"); ra != "" {
+				t.Errorf("Retry-After %q added to the engine's answer", ra)
+			}
+			res := f.obs.last(t, 1).res
+			if res.Status != a.Expect.Status || res.Outcome.String() != a.Expect.Outcome || res.Stream != a.Expect.Stream {
+				t.Errorf("reported status %d, outcome %s, stream %v; want %d, %s, %v", res.Status, res.Outcome, res.Stream, a.Expect.Status, a.Expect.Outcome, a.Expect.Stream)
+			}
+		})
+	}
+}
+
+// postAll posts a JSON body to url and returns the response with its whole body read.
+func postAll(t *testing.T, url, body string) (*http.Response, []byte) {
+	t.Helper()
+	resp, err := http.Post(url, "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	got, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the answer: %v", err)
+	}
+	return resp, got
 }

@@ -31,7 +31,11 @@ type simSettings struct {
 	Speed            float64       `flag:"speed" env:"SLOGATE_SIM_SPEED" envDefault:"1" help:"run the model this many times faster than the engine it models (all latencies shrink by it)"`
 	Faults           string        `flag:"faults" env:"SLOGATE_SIM_FAULTS" envDefault:"" help:"faults for every request, in X-Enginesim header syntax: status=CODE, rate=FRACTION, stall_after=N, drop_after=N, delay=DURATION, loop, reasoning=N"`
 	PrefixCaching    string        `flag:"prefix-caching" env:"SLOGATE_SIM_PREFIX_CACHING" envDefault:"" help:"true or false: override the profile's prefix caching; empty: the profile's"`
-	sidecar.Log                    // --log-level, --log-format
+	// The engines' own admission caps, as their flags name them (docs/simulator.md).
+	MaxNumQueuedReqs   int `flag:"max-num-queued-reqs" env:"SLOGATE_SIM_MAX_NUM_QUEUED_REQS" envDefault:"0" help:"vLLM flavour: refuse a request with 503 when this many are waiting or running, as vLLM's --max-num-queued-reqs; 0: off"`
+	MaxNumQueuedTokens int `flag:"max-num-queued-tokens" env:"SLOGATE_SIM_MAX_NUM_QUEUED_TOKENS" envDefault:"0" help:"vLLM flavour: refuse a request with 503 when the prompts not yet past prefill add up to this many tokens, as vLLM's --max-num-queued-tokens; 0: off"`
+	MaxQueuedRequests  int `flag:"max-queued-requests" env:"SLOGATE_SIM_MAX_QUEUED_REQUESTS" envDefault:"0" help:"SGLang flavour: refuse a request (503, or an error event when streamed) when this many wait in the queue, as SGLang's --max-queued-requests; 0: off"`
+	sidecar.Log            // --log-level, --log-format
 }
 
 const simAbout = `slogate sim runs a MODEL of an LLM inference engine, not an engine: it loads no
@@ -98,6 +102,7 @@ func simConfig(set simSettings) (enginesim.Config, error) {
 		return enginesim.Config{}, err
 	}
 	cfg.NotReadyFor, cfg.Speed = set.NotReadyFor, set.Speed
+	cfg.MaxNumQueuedReqs, cfg.MaxNumQueuedTokens, cfg.MaxQueuedRequests = set.MaxNumQueuedReqs, set.MaxNumQueuedTokens, set.MaxQueuedRequests
 	return cfg, nil
 }
 

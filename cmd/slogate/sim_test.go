@@ -14,6 +14,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/slogate/slogate/enginesim"
 	"github.com/slogate/slogate/internal/simtest"
 	"github.com/slogate/slogate/wire"
 )
@@ -134,4 +135,40 @@ func get(t *testing.T, url string) string {
 	}
 	_, body := simtest.Send(t, req)
 	return body
+}
+
+// TestSimCaps: the admission-cap flags of slogate sim reach the simulator's
+// configuration, and a cap of the other engine's flavour fails the start.
+func TestSimCaps(t *testing.T) {
+	cases := []struct {
+		args         []string
+		reqs, tokens int
+		queued       int
+		startFails   bool
+	}{
+		{args: nil},
+		{args: []string{"--max-num-queued-reqs", "64", "--max-num-queued-tokens", "25856"}, reqs: 64, tokens: 25856},
+		{args: []string{"--flavor", "sglang", "--max-queued-requests", "32"}, queued: 32},
+		{args: []string{"--flavor", "sglang", "--max-num-queued-reqs", "64"}, reqs: 64, startFails: true},
+		{args: []string{"--max-queued-requests", "32"}, queued: 32, startFails: true},
+		{args: []string{"--max-num-queued-tokens", "-1"}, tokens: -1, startFails: true},
+	}
+	for _, tc := range cases {
+		t.Run(strings.Join(tc.args, " "), func(t *testing.T) {
+			var set simSettings
+			if err := loadSettings("sim", "", &set, tc.args, io.Discard); err != nil {
+				t.Fatal(err)
+			}
+			cfg, err := simConfig(set)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if cfg.MaxNumQueuedReqs != tc.reqs || cfg.MaxNumQueuedTokens != tc.tokens || cfg.MaxQueuedRequests != tc.queued {
+				t.Errorf("caps %d/%d/%d, want %d/%d/%d", cfg.MaxNumQueuedReqs, cfg.MaxNumQueuedTokens, cfg.MaxQueuedRequests, tc.reqs, tc.tokens, tc.queued)
+			}
+			if _, err := enginesim.NewServer(cfg); (err != nil) != tc.startFails {
+				t.Errorf("NewServer: %v; want failure %v", err, tc.startFails)
+			}
+		})
+	}
 }

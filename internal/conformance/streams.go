@@ -1,7 +1,8 @@
-// Package conformance loads the corpus of engine responses under wire/testdata/streams,
-// in the shapes vLLM and SGLang write them, with what slogate must make of each (see the
-// corpus's README.md). It serves the tests of the packages that read responses, so that
-// each runs its own rules over the same files.
+// Package conformance loads the corpus of engine responses under wire/testdata: the
+// streams under streams/ and the error answers under errors/, in the shapes vLLM and
+// SGLang write them, with what slogate must make of each (see each directory's
+// README.md). It serves the tests of the packages that read responses, so that each runs
+// its own rules over the same files.
 package conformance
 
 import (
@@ -37,12 +38,16 @@ func Of(res measure.Result) Expect {
 	}
 }
 
-// Stream is one transcript of the corpus: a response body as the engine sent it.
-type Stream struct {
+// Entry is one file of the corpus: a response body as the engine sent it, with what
+// slogate must make of it.
+type Entry[E any] struct {
 	Name   string // the file name, e.g. "vllm_chat_usage.sse"
 	Body   []byte
-	Expect Expect
+	Expect E
 }
+
+// Stream is one transcript of the corpus.
+type Stream = Entry[Expect]
 
 // Dir returns the corpus directory, wire/testdata/streams of this module.
 func Dir() string {
@@ -53,25 +58,32 @@ func Dir() string {
 // Streams returns every transcript with its expectation, in file-name order. It fails
 // when a transcript has no expectation or an expectation no transcript, so that no file
 // of the corpus goes untested.
-func Streams() ([]Stream, error) {
-	dir := Dir()
+func Streams() ([]Stream, error) { return load[Expect](Dir(), "*.sse") }
+
+// load reads the files of dir matching pattern (expect.json itself excepted) and their
+// entries of dir/expect.json, decoded strictly, in file-name order. It fails when a file
+// has no entry or an entry no file.
+func load[E any](dir, pattern string) ([]Entry[E], error) {
 	raw, err := os.ReadFile(filepath.Join(dir, "expect.json"))
 	if err != nil {
 		return nil, err
 	}
 	dec := json.NewDecoder(strings.NewReader(string(raw)))
 	dec.DisallowUnknownFields()
-	var expect map[string]Expect
+	var expect map[string]E
 	if err := dec.Decode(&expect); err != nil {
-		return nil, fmt.Errorf("conformance: expect.json: %w", err)
+		return nil, fmt.Errorf("conformance: %s: %w", filepath.Join(dir, "expect.json"), err)
 	}
-	files, err := filepath.Glob(filepath.Join(dir, "*.sse"))
+	names, err := filepath.Glob(filepath.Join(dir, pattern))
 	if err != nil {
 		return nil, err
 	}
-	var out []Stream
-	for _, f := range files {
+	var out []Entry[E]
+	for _, f := range names {
 		name := filepath.Base(f)
+		if name == "expect.json" {
+			continue
+		}
 		e, ok := expect[name]
 		if !ok {
 			return nil, fmt.Errorf("conformance: %s has no entry in expect.json", name)
@@ -81,7 +93,7 @@ func Streams() ([]Stream, error) {
 		if err != nil {
 			return nil, err
 		}
-		out = append(out, Stream{Name: name, Body: body, Expect: e})
+		out = append(out, Entry[E]{Name: name, Body: body, Expect: e})
 	}
 	if len(expect) > 0 {
 		missing := make([]string, 0, len(expect))
@@ -89,7 +101,7 @@ func Streams() ([]Stream, error) {
 			missing = append(missing, n)
 		}
 		slices.Sort(missing)
-		return nil, fmt.Errorf("conformance: expect.json names files that do not exist: %s", strings.Join(missing, ", "))
+		return nil, fmt.Errorf("conformance: %s names files that do not exist: %s", filepath.Join(dir, "expect.json"), strings.Join(missing, ", "))
 	}
 	return out, nil
 }
