@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"time"
@@ -55,6 +56,9 @@ func send(ctx context.Context, client *http.Client, url string, body []byte, ten
 	o.Status, o.Headers = resp.StatusCode, time.Since(start)
 	if resp.StatusCode != http.StatusOK {
 		o.Reason = resp.Header.Get("X-Slogate-Reason")
+		if o.Reason == "" { // not slogate's refusal: the engine's own (its admission caps)
+			o.Reason = fmt.Sprintf("engine %d", resp.StatusCode)
+		}
 		_, _ = io.Copy(io.Discard, resp.Body)
 		return
 	}

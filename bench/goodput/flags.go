@@ -37,6 +37,7 @@ type options struct {
 	tiersFile             string
 	calibrated            *admission.Config // the tiers file of -tiers
 	fair                  fairOpts
+	compare               compareOpts
 }
 
 // rawFlags are the flags that need parsing after flag.Parse.
@@ -45,6 +46,8 @@ type rawFlags struct {
 	variants, mixVariants     string
 	fbInterval, fbWindow      time.Duration
 	fairCalm, fairFlood       string
+	compareLevels, arrivals   string
+	burstCV                   float64
 }
 
 // parseFlags parses args into options.
@@ -89,6 +92,20 @@ func (o *options) define(fs *flag.FlagSet, r *rawFlags) {
 	fs.DurationVar(&o.quietMax, "quiet-max", 10*time.Minute, "the longest wait for a quiet machine")
 	o.defineSlogate(fs, r)
 	o.defineFairness(fs, r)
+	o.defineCompare(fs, r)
+}
+
+// defineCompare registers the flags of the compare phase.
+func (o *options) defineCompare(fs *flag.FlagSet, r *rawFlags) {
+	c := &o.compare
+	fs.StringVar(&r.compareLevels, "compare-levels", "0.5,0.8,1,1.5,2,3,5", "compare: load levels, as multiples of the knee")
+	fs.StringVar(&r.arrivals, "compare-arrivals", "poisson,bursty", "compare: arrival processes, one after another: poisson, bursty (gamma inter-arrival times, -burst-cv)")
+	fs.Float64Var(&r.burstCV, "burst-cv", 3, "compare: coefficient of variation of the bursty arrivals' inter-arrival times")
+	fs.DurationVar(&c.Warmup, "compare-warmup", 60*time.Second, "compare: unmeasured arrivals before the window")
+	fs.DurationVar(&c.Window, "compare-window", 120*time.Second, "compare: measured arrivals")
+	fs.Float64Var(&c.ShedQueue, "shed-queue", 5, "compare: the shedder turns requests away while the engine has this many waiting")
+	fs.Float64Var(&c.ShedKV, "shed-kv", 0.8, "compare: the shedder turns requests away at this KV-cache usage")
+	fs.DurationVar(&c.ShedScrape, "shed-scrape", 50*time.Millisecond, "compare: how often the shedder reads the engine's metrics")
 }
 
 // defineFairness registers the flags of the fairness phase.
@@ -121,11 +138,14 @@ func (o *options) finish(r rawFlags) error {
 		return fmt.Errorf("-fb-*: %w", err)
 	}
 	for _, m := range strings.Split(o.mode, ",") {
-		if m = strings.TrimSpace(m); m != "all" && m != "calibrate" && m != "goodput" && m != "mixed" && m != "fairness" {
-			return fmt.Errorf("-mode %q: want calibrate, goodput, mixed, fairness or all", o.mode)
+		if m = strings.TrimSpace(m); m != "all" && m != "calibrate" && m != "goodput" && m != "mixed" && m != "fairness" && m != "compare" {
+			return fmt.Errorf("-mode %q: want calibrate, goodput, mixed, fairness, compare or all", o.mode)
 		}
 	}
 	if err := o.fair.finish(r); err != nil {
+		return err
+	}
+	if err := o.compare.finish(r); err != nil {
 		return err
 	}
 	var err error
@@ -174,6 +194,28 @@ func (f *fairOpts) finish(r rawFlags) error {
 	return nil
 }
 
+// finish parses and checks the compare phase's flags.
+func (c *compareOpts) finish(r rawFlags) error {
+	var err error
+	if c.Levels, err = floats(r.compareLevels); err != nil {
+		return fmt.Errorf("-compare-levels: %w", err)
+	}
+	if c.Arrivals, err = parseArrivals(r.arrivals, r.burstCV); err != nil {
+		return err
+	}
+	switch {
+	case c.Warmup < 0 || c.Window <= 0:
+		return fmt.Errorf("-compare-warmup %v, -compare-window %v: want a warm-up >= 0 and a window > 0", c.Warmup, c.Window)
+	case !(c.ShedQueue > 0) || math.IsInf(c.ShedQueue, 1):
+		return fmt.Errorf("-shed-queue %v: want a queue depth above 0", c.ShedQueue)
+	case !(c.ShedKV > 0 && c.ShedKV <= 1):
+		return fmt.Errorf("-shed-kv %v: want a KV-cache usage in (0, 1]", c.ShedKV)
+	case c.ShedScrape <= 0:
+		return fmt.Errorf("-shed-scrape %v: want an interval above 0", c.ShedScrape)
+	}
+	return nil
+}
+
 // maxFairTenants bounds -fair-tenants (admission takes at most 64 named tenants), and
 // maxFairLoad -fair-load.
 const (
@@ -181,14 +223,26 @@ const (
 	maxFairLoad    = 100
 )
 
-// runs reports whether -mode asks for the phase: "all" asks for every phase but fairness.
+// runs reports whether -mode asks for the phase: "all" asks for every phase but fairness
+// and compare.
 func (o options) runs(phase string) bool {
 	for _, m := range strings.Split(o.mode, ",") {
-		if m = strings.TrimSpace(m); m == "all" && phase != "fairness" || m == phase {
+		if m = strings.TrimSpace(m); m == "all" && phase != "fairness" && phase != "compare" || m == phase {
 			return true
 		}
 	}
 	return false
+}
+
+// splitList splits a comma-separated list, trimming its items and dropping empty ones.
+func splitList(s string) []string {
+	var out []string
+	for _, f := range strings.Split(s, ",") {
+		if f = strings.TrimSpace(f); f != "" {
+			out = append(out, f)
+		}
+	}
+	return out
 }
 
 func floats(s string) ([]float64, error) {

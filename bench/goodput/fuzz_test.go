@@ -152,3 +152,48 @@ func FuzzParseFairFlags(f *testing.F) {
 		}
 	})
 }
+
+// FuzzParseCompareFlags checks that the compare phase's flags either parse into
+// settings the phase can run with or give an error saying what is wrong.
+func FuzzParseCompareFlags(f *testing.F) {
+	f.Add("0.5,0.8,1,1.5,2,3,5", "poisson,bursty", "3", "5", "0.8", "50ms")
+	f.Add("1", "bursty", "0.5", "1e-9", "1", "1ns")
+	f.Add("NaN", "poisson,,", "Inf", "+Inf", "1.5", "-1s")
+	f.Add("5,", "gamma", "0", "0", "0", "0")
+	f.Add("0x1p-3", " bursty ,poisson", "1e2", "1e308", "5e-324", "1h")
+	f.Fuzz(func(t *testing.T, levels, arrivals, cv, queue, kv, scrape string) {
+		fs := flag.NewFlagSet("goodput", flag.ContinueOnError)
+		fs.SetOutput(io.Discard)
+		o, err := parseFlags(fs, []string{"-compare-levels=" + levels, "-compare-arrivals=" + arrivals, "-burst-cv=" + cv,
+			"-shed-queue=" + queue, "-shed-kv=" + kv, "-shed-scrape=" + scrape})
+		if err != nil {
+			if err.Error() == "" {
+				t.Fatal("an empty error message")
+			}
+			return
+		}
+		c := o.compare
+		checkRates(t, "-compare-levels", levels, c.Levels)
+		if len(c.Arrivals) == 0 {
+			t.Fatalf("-compare-arrivals %q: no arrival process", arrivals)
+		}
+		for _, a := range c.Arrivals {
+			if a.Name != "poisson" && a.Name != "bursty" || !(a.CV > 0) || a.CV > 100 || a.Name == "poisson" && a.CV != 1 {
+				t.Fatalf("-compare-arrivals %q -burst-cv %q: %+v", arrivals, cv, a)
+			}
+			// Every accepted process draws arrivals in order, at about its rate.
+			at := renewal(10, 100*time.Second, 1, a.CV)
+			for i := 1; i < len(at); i++ {
+				if at[i] < at[i-1] {
+					t.Fatalf("cv %v: arrival %d at %v before %v", a.CV, i, at[i], at[i-1])
+				}
+			}
+		}
+		if !(c.ShedQueue > 0) || math.IsInf(c.ShedQueue, 0) || !(c.ShedKV > 0 && c.ShedKV <= 1) || c.ShedScrape <= 0 {
+			t.Fatalf("shedder thresholds %v, %v, %v accepted", c.ShedQueue, c.ShedKV, c.ShedScrape)
+		}
+		if err := shedderConfig(o.slo).Validate(); err != nil {
+			t.Fatalf("the shedder's tiers do not validate: %v", err)
+		}
+	})
+}

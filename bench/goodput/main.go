@@ -8,7 +8,7 @@
 // measured at the client: TTFT from sending to the first chunk carrying output (so it
 // includes slogate's queue), TPOT = (E2E - TTFT) / (tokens - 1).
 //
-// Four phases (-mode all runs the first three in turn; -mode takes any of them,
+// Five phases (-mode all runs the first three in turn; -mode takes any of them,
 // comma-separated):
 //
 //   - calibrate: find the sustainable rate, the highest offered rate at which the engine
@@ -23,6 +23,11 @@
 //     engine saturation. By default every load level runs at the same time too.
 //   - mixed: short (1K/64) and long (30K/16) prompts together, no admission against
 //     slogate's tiers, reported per length class.
+//   - compare: slogate against every other way of protecting an engine (compare.go): no
+//     admission, the engine's own caps, a gateway's static saturation shedder, a static
+//     cap, slogate's built-in tiers and its calibrated tiers (-tiers, required), side by
+//     side from 0.5× to 5× the knee, with Poisson and with bursty arrivals; goodput by
+//     load and configuration and the targets' verdicts. bench/compare.sh runs it.
 //   - fairness: a noisy neighbour. Four tenants of equal weight, three calm ones sending
 //     4K/128 requests and one flooding with 10× their rate of 8K/128, offer 1.5× the
 //     knee in total (the knee of -rate, scaled to each shape by the simulator's model),
@@ -113,6 +118,19 @@ func run(ctx context.Context, o options) error {
 	if o.runs("fairness") {
 		if err := runFairness(ctx, o, p, w, quiet); err != nil {
 			return err
+		}
+	}
+	if o.runs("compare") {
+		start := time.Now()
+		groups, noise, err := compare(ctx, o, p, quiet)
+		if err != nil {
+			return err
+		}
+		printCompare(w, o, groups, noise, time.Since(start))
+		for _, g := range groups {
+			if err := raw(o.out, g.Exps); err != nil {
+				return err
+			}
 		}
 	}
 	if o.runs("mixed") {

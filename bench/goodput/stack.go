@@ -26,6 +26,14 @@ type setup struct {
 	// and its own ledger of tokens in flight); without it only the tiers' limits do.
 	Engine bool
 	SLO    measure.SLO
+	// SatQueue and SatKV, when above 0, are the saturation thresholds of a setup with
+	// Engine (the engine's waiting requests, its KV usage); 0 takes the sidecar's.
+	SatQueue, SatKV float64
+	// Scrape, when above 0, is how often the sidecar reads the engine's metrics; 0
+	// takes the sidecar's default.
+	Scrape time.Duration
+	// Caps are the engine's own admission caps (0: off, as in the engine).
+	Caps engineCaps
 }
 
 // stack is one simulated deployment, all in this process: a simulated engine on its own
@@ -48,7 +56,7 @@ type stack struct {
 // newStack starts a stack for su in front of a fresh simulated engine of profile p
 // (vLLM flavour). Close stops it.
 func newStack(su setup, p enginesim.Profile) (*stack, error) {
-	sim, err := enginesim.NewServer(enginesim.Config{Profile: p, Flavor: enginesim.FlavorVLLM})
+	sim, err := enginesim.NewServer(su.Caps.apply(enginesim.Config{Profile: p, Flavor: enginesim.FlavorVLLM}))
 	if err != nil {
 		return nil, err
 	}
@@ -82,11 +90,25 @@ func sidecarFor(su setup, upstream string) (sidecar.Config, sidecar.Options) {
 	var opts sidecar.Options
 	if su.Admission != nil {
 		cfg.Admission, opts.Tiers = "enforce", su.Admission
-		if !su.Engine {
+		switch {
+		case !su.Engine:
 			cfg.SaturationQueue, cfg.SaturationKV = math.Inf(1), math.Inf(1)
+		case su.SatQueue > 0 || su.SatKV > 0:
+			cfg.SaturationQueue, cfg.SaturationKV = orSidecar(su.SatQueue, cfg.SaturationQueue), orSidecar(su.SatKV, cfg.SaturationKV)
+		}
+		if su.Scrape > 0 {
+			cfg.ScrapeInterval = su.Scrape
 		}
 	}
 	return cfg, opts
+}
+
+// orSidecar returns v, or the sidecar's default def when v is 0.
+func orSidecar(v, def float64) float64 {
+	if v > 0 {
+		return v
+	}
+	return def
 }
 
 // quietServer starts a loopback HTTP server whose error log is discarded (the cut-off
