@@ -1,6 +1,7 @@
 package main
 
 import (
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -64,7 +65,7 @@ func TestCompareVerdicts(t *testing.T) {
 	}}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := compareVerdicts(tt.cs)
+			got := compareVerdicts(tt.cs, nil)
 			if len(got) != len(tt.want) {
 				t.Errorf("%d verdicts, want %d: %+v", len(got), len(tt.want), got)
 			}
@@ -102,6 +103,66 @@ func TestParseArrivals(t *testing.T) {
 	}{{"", 3}, {"uniform", 3}, {"bursty", 0}, {"bursty", -1}, {"poisson", 1e9}} {
 		if _, err := parseArrivals(bad.s, bad.cv); err == nil {
 			t.Errorf("parseArrivals(%q, %v): no error", bad.s, bad.cv)
+		}
+	}
+}
+
+func TestIdealGoodput(t *testing.T) {
+	at := func(secs ...float64) []arrival {
+		var out []arrival
+		for _, s := range secs {
+			out = append(out, arrival{At: time.Duration(s * float64(time.Second))})
+		}
+		return out
+	}
+	tests := []struct {
+		name     string
+		arrivals []arrival
+		mu       float64
+		wait     time.Duration
+		want     float64 // served in the window [10 s, 20 s), per second
+	}{
+		// A burst of four at 10 s: waits of 0, 1 and 2 s fit in 2.5 s, the fourth's 3 s
+		// does not.
+		{"burst", at(10, 10, 10, 10), 1, 2500 * time.Millisecond, 0.3},
+		// The warm-up's backlog delays the window's first request: served at 10.5 s
+		// after waiting 0.5 s, it fits.
+		{"backlog from the warm-up", at(9, 9.5, 10), 1, time.Second, 0.1},
+		{"backlog too long", at(9.2, 9.2, 9.2, 10), 1, time.Second, 0}, // 10 s would start at 11.2 s
+		{"spaced out: all served", at(10, 12, 14, 16, 18), 1, 0, 0.5},
+		{"after the window: not counted", at(20, 21), 1, time.Second, 0},
+		{"no server", at(10), 0, time.Second, 0},
+	}
+	for _, tt := range tests {
+		e := &experiment{Arrivals: tt.arrivals, Warmup: 10 * time.Second, Window: 10 * time.Second}
+		if got := idealGoodput(e, tt.mu, tt.wait); math.Abs(got-tt.want) > 1e-9 {
+			t.Errorf("%s: %.3f req/s, want %.3f", tt.name, got, tt.want)
+		}
+	}
+}
+
+// TestCompareVerdictsIdeal checks that a share target the ideal queue misses too says
+// that no policy could have met it, and one it meets does not.
+func TestCompareVerdictsIdeal(t *testing.T) {
+	cs := [][]cell{
+		row(2, nameStatic, 100, 300, 180, nameCalibrated, 150, 300, 150),
+		row(5, nameStatic, 150, 700, 530, nameCalibrated, 200, 700, 500),
+	}
+	for _, tt := range []struct {
+		ideal2x float64
+		excuse  bool
+	}{{1.6, true}, {1.95, false}} {
+		var keep verdict
+		for _, v := range compareVerdicts(cs, []float64{tt.ideal2x, 2}) {
+			if strings.HasPrefix(v.Target, "at 2× keeps") {
+				keep = v
+			}
+		}
+		if keep.Met {
+			t.Fatalf("1.50 of the best 2.00 met the 95%% target: %+v", keep)
+		}
+		if got := strings.Contains(keep.Detail, "short of the target too"); got != tt.excuse {
+			t.Errorf("ideal queue at %.2f: detail %q", tt.ideal2x, keep.Detail)
 		}
 	}
 }
