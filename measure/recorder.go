@@ -54,7 +54,20 @@ func (r *Recorder) Event(ev wire.Event) {
 	if err != nil {
 		return
 	}
+	if c.IsError {
+		r.ErrorData(ev.Data)
+	}
 	r.Chunk(c)
+}
+
+// ErrorData records the data of an error event, before Chunk records its summary: an
+// engine's refusal at its admission caps (wire.APIError.Refusal) opening a stream,
+// before any output, marks the request as refused (SGLang streams its refusal so).
+// Callers that scan chunks themselves call it for every chunk whose summary IsError.
+func (r *Recorder) ErrorData(data []byte) {
+	if r.res.OutputChunks == 0 && wire.IsRefusal(data) {
+		r.res.Refused = true
+	}
 }
 
 // Done records the stream's end marker, [DONE].
@@ -100,6 +113,7 @@ func (r *Recorder) growth(c wire.ChunkSummary) int {
 // arrives at once, so it has tokens and an E2E time but no TTFT or TPOT. An error object
 // in place of the answer makes Finish report EngineError in place of OK.
 func (r *Recorder) Body(body []byte) {
+	r.res.Refused = wire.IsRefusal(body)
 	c, err := wire.ScanFor(r.res.Route, body)
 	if err != nil {
 		return
@@ -149,13 +163,18 @@ func (r *Recorder) chunk(c wire.ChunkSummary, now time.Time) {
 	r.last = now
 }
 
+// Refused reports whether the engine refused the request at its admission caps, as far
+// as it has been fed (Result.Refused).
+func (r *Recorder) Refused() bool { return r.res.Refused }
+
 // Outputs reports how many output chunks have arrived so far, for callers that track
 // live streams.
 func (r *Recorder) Outputs() int { return r.res.OutputChunks }
 
 // Finish ends the measurement at the clock's current time with the status the client
 // got and how the request ended, and returns the Result. When the caller saw no other
-// failure (outcome OK), an answer that carried an error object is reported as
+// failure (outcome OK), an answer the engine refused at its admission caps is reported
+// as Rejected, one that carried another error object as
 // EngineError, whatever followed it, and a stream that began but did not end properly
 // as AbortedMidstream.
 func (r *Recorder) Finish(status int, outcome Outcome) Result {
@@ -164,6 +183,8 @@ func (r *Recorder) Finish(status int, outcome Outcome) Result {
 	res.E2E = r.opts.Clock.Now().Sub(res.Start)
 	switch {
 	case outcome != OK:
+	case res.Refused:
+		res.Outcome = Rejected
 	case res.ErrorEvent:
 		res.Outcome = EngineError
 	case res.Stream && res.OutputChunks > 0 && !res.Ended:

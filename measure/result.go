@@ -29,7 +29,7 @@ const (
 	AbortedMidstream                // the stream broke off after it began, without its end marker
 	EngineError                     // the engine answered, then reported a failure in the answer itself (an error event in the stream)
 	BadRequest                      // the request was refused as invalid (4xx other than 429)
-	Rejected                        // admission control turned the request away (429/503 from slogate)
+	Rejected                        // admission control turned the request away: slogate's (429/503), or the engine's own caps (its 429, or a refusal: Result.Refused)
 	Shutdown                        // slogate cut the request short because it was shutting down
 	numOutcomes
 )
@@ -108,8 +108,12 @@ type Result struct {
 	OutputTokens int
 	Tokens       TokenSource
 
-	Ended        bool   // the response ended properly: [DONE] for a stream, a complete body otherwise
-	ErrorEvent   bool   // the engine sent an error object in place of a chunk (vLLM and SGLang then still send [DONE])
+	Ended      bool // the response ended properly: [DONE] for a stream, a complete body otherwise
+	ErrorEvent bool // the engine sent an error object in place of a chunk (vLLM and SGLang then still send [DONE])
+	// Refused: the engine turned the request away at its own admission caps before any
+	// output (wire.APIError.Refusal): a 503 body, or SGLang's error event opening a
+	// stream. The request counts as rejected, not failed.
+	Refused      bool
 	FinishReason string // the engine's finish_reason, "" if none arrived
 
 	// Set by the proxy from admission control: the request's tier ("" when admission is

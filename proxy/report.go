@@ -101,6 +101,10 @@ func (ex *exchange) outcome() (int, measure.Outcome) {
 		return ex.status, measure.AbortedMidstream
 	case cut:
 		return ex.status, measure.UpstreamError
+	case ex.status == http.StatusServiceUnavailable && ex.rec.Refused():
+		// The engine's own admission caps turned it away (vLLM's 503s): load shed, not a
+		// failure.
+		return ex.status, measure.Rejected
 	case ex.status >= 500:
 		return ex.status, measure.UpstreamError
 	case ex.status == http.StatusTooManyRequests:

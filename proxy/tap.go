@@ -175,7 +175,11 @@ func (t *sseTap) event(ev wire.Event) error {
 		if err != nil {
 			break // not an event of the route: forwarded, not measured
 		}
-		// An error object is measured (the answer failed) and forwarded like a chunk.
+		// An error object is measured (the answer failed, or the engine refused it) and
+		// forwarded like a chunk.
+		if c.IsError {
+			t.ex.rec.ErrorData(ev.Data)
+		}
 		t.ex.rec.Chunk(c)
 		if tk := t.ex.ticket; tk != nil { // the output so far holds KV in the engine too
 			tk.Output(t.ex.rec.Outputs())

@@ -135,3 +135,44 @@ func normalizeCode(code any) any {
 	}
 	return code
 }
+
+// The messages with which the engines refuse a request at their own admission caps,
+// verbatim (wire/testdata/errors): vLLM's QueueOverflowError (--max-num-queued-reqs) and
+// MaxQueuedTokensError (--max-num-queued-tokens), vllm/exceptions.py; SGLang's
+// --max-queued-requests, Scheduler._abort_on_queued_limit in
+// python/sglang/srt/managers/scheduler.py.
+var refusalMessages = map[string]bool{
+	"The engine is currently busy and cannot accept new requests. Please try again later or on a different instance.": true,
+	"The engine has reached its prefill token backlog limit. Please try again later or on a different instance.":      true,
+	"The request queue is full.": true,
+}
+
+// Refusal reports whether e is an engine's refusal at its own admission caps: load the
+// engine shed before doing any work, which a client may retry, not a failure of the
+// engine. It knows the engines' messages exactly; a message it does not know is not a
+// refusal, so a wording it has not seen counts as the engine's failure, never the
+// reverse.
+func (e APIError) Refusal() bool { return refusalMessages[e.Message] }
+
+// IsRefusal reports whether data, an error body or the data of an error event, is an
+// engine's refusal at its own admission caps (APIError.Refusal): an error object, or
+// the abort that ends SGLang's native /generate stream (meta_info.finish_reason of type
+// abort carrying the message; python/sglang/srt/managers/scheduler.py aborts with it).
+func IsRefusal(data []byte) bool {
+	if e, err := DecodeError(data); err == nil {
+		return e.Refusal()
+	}
+	var g struct {
+		MetaInfo struct {
+			FinishReason struct {
+				Type    string `json:"type"`
+				Message string `json:"message"`
+			} `json:"finish_reason"`
+		} `json:"meta_info"`
+	}
+	if json.Unmarshal(data, &g) != nil {
+		return false
+	}
+	f := g.MetaInfo.FinishReason
+	return f.Type == "abort" && refusalMessages[f.Message]
+}

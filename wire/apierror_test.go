@@ -123,3 +123,48 @@ func TestDecodeErrorFailures(t *testing.T) {
 		})
 	}
 }
+
+func TestIsRefusal(t *testing.T) {
+	tests := []struct {
+		name string
+		data string
+		want bool
+	}{
+		{"vLLM request cap", `{"error":{"message":"The engine is currently busy and cannot accept new requests. Please try again later or on a different instance.","type":"Service Unavailable","param":null,"code":503}}`, true},
+		{"vLLM token cap", `{"error":{"message":"The engine has reached its prefill token backlog limit. Please try again later or on a different instance.","type":"Service Unavailable","param":null,"code":503}}`, true},
+		{"SGLang flat", `{"object":"error","message":"The request queue is full.","type":"503","param":null,"code":503}`, true},
+		{"SGLang FastAPI detail", `{"detail":"The request queue is full."}`, true},
+		{"SGLang stream event", `{"error":{"object":"error","message":"The request queue is full.","type":"SERVICE_UNAVAILABLE","param":null,"code":503}}`, true},
+		{"SGLang /generate abort", `{"text":"","output_ids":[],"meta_info":{"id":"x","finish_reason":{"type":"abort","status_code":503,"message":"The request queue is full."},"completion_tokens":0}}`, true},
+		// Anything else is the engine's failure, however near the wording.
+		{"other 503", `{"error":{"message":"The engine is not ready.","type":"Service Unavailable","code":503}}`, false},
+		{"wording changed", `{"error":{"message":"The engine is currently busy.","type":"Service Unavailable","code":503}}`, false},
+		{"abort for another reason", `{"text":"","meta_info":{"finish_reason":{"type":"abort","message":"Abort before prefill"}}}`, false},
+		{"the message as a stop, not an abort", `{"text":"","meta_info":{"finish_reason":{"type":"stop","message":"The request queue is full."}}}`, false},
+		{"an answer", `{"id":"c","object":"chat.completion","choices":[{"index":0,"message":{"role":"assistant","content":"The request queue is full."}}]}`, false},
+		{"not JSON", `The request queue is full.`, false},
+		{"empty", ``, false},
+	}
+	for _, tt := range tests {
+		if got := IsRefusal([]byte(tt.data)); got != tt.want {
+			t.Errorf("%s: IsRefusal = %v, want %v", tt.name, got, tt.want)
+		}
+	}
+}
+
+// FuzzIsRefusal checks that IsRefusal never panics, and that an error object decides
+// by its own message alone: one whose message is not a refusal is never taken for one,
+// whatever else the data carries.
+func FuzzIsRefusal(f *testing.F) {
+	f.Add([]byte(`{"detail":"The request queue is full."}`))
+	f.Add([]byte(`{"error":{"message":"The request queue is full.","code":503}}`))
+	f.Add([]byte(`{"meta_info":{"finish_reason":{"type":"abort","message":"The request queue is full."}}}`))
+	f.Add([]byte(`{"error":"x","meta_info":{"finish_reason":{"type":"abort","message":"The request queue is full."}}}`))
+	f.Add([]byte(`{"meta_info":null}`))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		got := IsRefusal(data)
+		if e, err := DecodeError(data); err == nil && got != e.Refusal() {
+			t.Fatalf("%q: IsRefusal %v, but its error object's message %q says %v", data, got, e.Message, e.Refusal())
+		}
+	})
+}
