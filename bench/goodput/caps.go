@@ -2,13 +2,10 @@ package main
 
 import (
 	"fmt"
-	"math"
-	"time"
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/calibrate"
 	"github.com/slogate/slogate/enginesim"
-	"github.com/slogate/slogate/measure"
 )
 
 // engineCaps are the engine's own admission caps, as vLLM's flags set them: zero is off.
@@ -23,22 +20,17 @@ func (c engineCaps) apply(cfg enginesim.Config) enginesim.Config {
 	return cfg
 }
 
-// engineCapsFrom sizes the engine's caps from the calibration a tiers file records, by
-// the flags' documented rules.
-func engineCapsFrom(cfg admission.Config, slo measure.SLO) (engineCaps, error) {
+// engineCapsFrom sizes the engine's caps from the calibration a tiers file records, as
+// slogate calibrate advises them (calibrate.Result.EngineCaps: the flags' documented
+// rules on the same knees).
+func engineCapsFrom(cfg admission.Config) (engineCaps, error) {
 	out, ok := calibrate.FromConfig(cfg)
 	if !ok {
 		return engineCaps{}, fmt.Errorf("the tiers file records no calibration to size the engine's caps from")
 	}
-	for _, t := range out.Result.Tiers {
-		if t.Knee < 0 {
-			continue
-		}
-		k := t.Points[t.Knee]
-		return engineCaps{
-			Reqs:   int(math.Ceil(t.KneeRate * k.MeanE2E.Seconds())),
-			Tokens: int(math.Ceil(time.Duration(slo.TTFT).Seconds() * t.KneeRate * float64(t.Shape.Input))),
-		}, nil
+	f := out.Result.EngineCaps()
+	if f.MaxNumQueuedReqs == 0 {
+		return engineCaps{}, fmt.Errorf("the tiers file's calibration found no knee to size the engine's caps from")
 	}
-	return engineCaps{}, fmt.Errorf("the tiers file's calibration found no knee")
+	return engineCaps{Reqs: f.MaxNumQueuedReqs, Tokens: f.MaxNumQueuedTokens}, nil
 }

@@ -18,7 +18,7 @@ import (
 //   - no admission: the engine alone behind slogate's proxy;
 //   - engine caps: the engine's own caps (vLLM --max-num-queued-reqs and
 //     --max-num-queued-tokens, answering 503), sized by their documented rules from the
-//     same calibration as slogate's calibrated tiers (calibrate.EngineFlags);
+//     same calibration as slogate's calibrated tiers (calibrate.Result.EngineCaps);
 //   - shedder: a gateway's static saturation shedder, rejecting at once while the
 //     engine reports a queue of 5 or more or KV usage of 0.8 or more (the Gateway API
 //     Inference Extension's default thresholds, pkg/epp/saturationdetector), scraping
@@ -67,7 +67,7 @@ func compareSetups(o options) ([]setup, error) {
 	if o.calibrated == nil {
 		return nil, fmt.Errorf("the compare phase needs -tiers: a tiers file slogate calibrate wrote (bench/calibrated.sh), for the calibrated configuration and the engine's caps")
 	}
-	caps, err := engineCapsFrom(*o.calibrated, o.slo)
+	caps, err := engineCapsFrom(*o.calibrated)
 	if err != nil {
 		return nil, err
 	}

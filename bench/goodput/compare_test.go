@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/slogate/slogate/admission"
 )
 
 // row builds one level's cells from goodput figures and admitted counts: each entry is
@@ -164,5 +166,25 @@ func TestCompareVerdictsIdeal(t *testing.T) {
 		if got := strings.Contains(keep.Detail, "short of the target too"); got != tt.excuse {
 			t.Errorf("ideal queue at %.2f: detail %q", tt.ideal2x, keep.Detail)
 		}
+	}
+}
+
+// TestEngineCapsFromCalibration sizes the engine caps of the committed calibration as
+// slogate calibrate advises them: Little's law at the 8k tier's knee, ⌈1.344 × 7.103 s⌉,
+// and the TTFT SLO × the prompt tokens prefilled there, ⌈5 s × 1.332 × 8192⌉.
+func TestEngineCapsFromCalibration(t *testing.T) {
+	cfg, err := admission.LoadConfig("testdata/calibrated-8k.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	caps, err := engineCapsFrom(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if caps.Reqs != 10 || caps.Tokens < 54000 || caps.Tokens > 55000 {
+		t.Errorf("caps %+v, want 10 requests and about 54,600 tokens", caps)
+	}
+	if _, err := engineCapsFrom(admission.DefaultConfig()); err == nil {
+		t.Error("tiers without a calibration sized caps")
 	}
 }

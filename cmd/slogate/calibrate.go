@@ -6,6 +6,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strings"
 	"time"
 
 	"github.com/slogate/slogate/admission"
@@ -147,6 +148,13 @@ func printCalibration(w io.Writer, res calibrate.Result, out string) {
 		}
 		l := t.Limits
 		fmt.Fprintf(w, "%-8s %10s %7.3f/s %6.3f/s %9d %6d %10s  %s\n", t.Tier, shape, t.KneeRate, l.Rate, l.MaxInFlight, l.MaxQueue, time.Duration(l.MaxQueueWait), t.Rule)
+	}
+	if f := res.EngineCaps(); f.VLLM() != nil {
+		fmt.Fprintf(w, "\nengine flags, a second line of defence behind slogate (sized from the same knees):\n")
+		fmt.Fprintf(w, "  vllm serve ... %s\n  python -m sglang.launch_server ... %s\n", strings.Join(f.VLLM(), " "), strings.Join(f.SGLang(), " "))
+		for i, flag := range []string{"--max-num-queued-reqs", "--max-num-queued-tokens", "--max-queued-requests"} {
+			fmt.Fprintf(w, "  %s: %s\n", flag, f.Basis[i])
+		}
 	}
 	fmt.Fprintf(w, "\nwrote %s; start slogate serve --tiers-file %s\n", out, out)
 }

@@ -9,6 +9,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/slogate/slogate/admission"
+	"github.com/slogate/slogate/calibrate"
 	"github.com/slogate/slogate/internal/simtest"
 )
 
@@ -44,7 +46,7 @@ func TestSecretsInReports(t *testing.T) {
 		engine, keyed := simtest.KeyedEngine(t, p, key)
 		out := t.TempDir()
 		args := []string{"probe", "--upstream", "http://probe:" + password + "@" + engine, "--upstream-api-key", key, "--workload", probeFile, "--out", out}
-		checkCommand(t, args, out, secrets)
+		_ = checkCommand(t, args, out, secrets)
 		if keyed.Load() == 0 {
 			t.Error("no probe request carried the engine's API key")
 		}
@@ -55,22 +57,37 @@ func TestSecretsInReports(t *testing.T) {
 		engine, keyed := simtest.KeyedEngine(t, p, key)
 		out := t.TempDir()
 		args := append([]string{"calibrate", "--upstream", "http://probe:" + password + "@" + engine, "--upstream-api-key", key, "--out", filepath.Join(out, "tiers.yaml")}, calibrateArgs...)
-		checkCommand(t, args, out, secrets)
+		printed := checkCommand(t, args, out, secrets)
 		if keyed.Load() == 0 {
 			t.Error("no calibration request carried the engine's API key")
+		}
+		// It prints the engines' own caps the calibration it wrote implies.
+		cfg, err := admission.LoadConfig(filepath.Join(out, "tiers.yaml"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		o, ok := calibrate.FromConfig(cfg)
+		if !ok {
+			t.Fatal("the tiers file records no calibration")
+		}
+		caps := o.Result.EngineCaps()
+		for _, want := range []string{"vllm serve ... " + strings.Join(caps.VLLM(), " "), "sglang.launch_server ... " + strings.Join(caps.SGLang(), " ")} {
+			if caps.VLLM() == nil || !strings.Contains(printed, want) {
+				t.Errorf("slogate calibrate did not print %q:\n%s", want, printed)
+			}
 		}
 	})
 }
 
 // checkCommand runs slogate with args, which must succeed, and checks its output and
 // every file it wrote under dir for the secrets.
-func checkCommand(t *testing.T, args []string, dir string, secrets []string) {
+func checkCommand(t *testing.T, args []string, dir string, secrets []string) (stdout string) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
-	if code := run(context.Background(), args, &stdout, &stderr); code != 0 {
+	var out, stderr bytes.Buffer
+	if code := run(context.Background(), args, &out, &stderr); code != 0 {
 		t.Fatalf("slogate %s exited %d:\n%s", args[0], code, stderr.String())
 	}
-	simtest.NoSecrets(t, "slogate "+args[0]+"'s output", stdout.String()+stderr.String(), secrets)
+	simtest.NoSecrets(t, "slogate "+args[0]+"'s output", out.String()+stderr.String(), secrets)
 	files := 0
 	err := filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
 		if err != nil || d.IsDir() {
@@ -91,4 +108,5 @@ func checkCommand(t *testing.T, args []string, dir string, secrets []string) {
 		t.Errorf("slogate %s wrote nothing under %s", args[0], dir)
 	}
 	t.Logf("slogate %s: %d files checked", args[0], files)
+	return out.String()
 }
