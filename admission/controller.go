@@ -194,6 +194,9 @@ func (c *Controller) Admit(ctx context.Context, r Request) (*Ticket, error) {
 	now := c.opts.Clock.Now()
 	t := c.tierFor(tk.tokens)
 	tk.t = t
+	if r.Class != Probe { // the demand on the tier is its users', whatever the verdict
+		t.offered.add(now)
+	}
 	if ts := c.tenantOf(tk.tenant); ts != nil && r.Class != Probe {
 		tk.ten, tk.tenant, tk.class = ts, ts.cfg.Name, ts.cfg.class(r.Class)
 		c.arrive(ts)

@@ -23,6 +23,11 @@ type TierStats struct {
 	P95TTFT        time.Duration // as of the last feedback round; 0 unknown
 	P95TPOT        time.Duration
 	ServiceRate    float64 // completions per second over the last 30 s (serviceWindow); 0 unknown
+	// Offered is the demand on the tier: requests per second classified into it over
+	// the last minute (offeredWindow), whatever admission decided (admitted, queued or
+	// turned away, in shadow mode the same), slogate's own probes excluded. Divided by
+	// the tier's calibrated sustainable rate it is the signal to scale replicas on.
+	Offered float64
 }
 
 // Stats is the controller's state at one moment.
@@ -61,7 +66,7 @@ func (c *Controller) Stats() Stats {
 			Name: t.cfg.Name, MaxInputTokens: t.cfg.MaxInputTokens, InFlight: t.inFlight + t.shadowed, Limit: t.limit,
 			MinInFlight: t.cfg.MinInFlight, MaxInFlight: t.cfg.MaxInFlight, MaxQueue: t.cfg.MaxQueue,
 			MaxQueueWait: time.Duration(t.cfg.MaxQueueWait), Rate: t.rate, Burst: t.cfg.Burst, SLO: t.cfg.SLO,
-			P95TTFT: t.slo.p95TTFT, P95TPOT: t.slo.p95TPOT, ServiceRate: t.serviceRate(now),
+			P95TTFT: t.slo.p95TTFT, P95TPOT: t.slo.p95TPOT, ServiceRate: t.serviceRate(now), Offered: t.offered.rate(now),
 		}
 		for k := range t.queue {
 			ts.Queued[k] = len(t.queue[k])

@@ -24,6 +24,7 @@ type tierState struct {
 	queued   int
 	slo      sloWindow
 	finished []time.Time // recent completions, oldest first, for the service rate
+	offered  rateWindow  // arrivals classified into the tier, probes excluded (TierStats.Offered)
 	adjusted time.Time   // when the feedback last ran
 	changed  time.Time   // when the feedback last changed the cap
 }

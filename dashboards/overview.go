@@ -16,6 +16,9 @@ const (
 	waitHistogram = "slogate_queue_wait_seconds"
 
 	tenantWaitHistogram = "slogate_tenant_queue_wait_seconds"
+
+	sloJudgedCounter = "slogate_slo_judged_requests_total"
+	sloMetCounter    = "slogate_slo_met_requests_total"
 )
 
 // Overview is the SLO overview (uid slogate-overview): SLO attainment and error-budget
@@ -73,10 +76,18 @@ func sloPanels() []cog.Builder[dashboard.Panel] {
 			Min(0).
 			Thresholds(thresholds("green", step(1, "orange"), step(14.4, "red"))).
 			ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeLine)),
-		graph("Goodput by tier", "Requests per second that ended ok with their TTFT within the tier's SLO (good), next to all requests finished per tier. The gap is what overload, errors and slow first tokens cost.", unitReqPerSec,
-			query(goodRate(ttftHistogram, "ttft"), "good {{tier}}"),
-			query(sumBy("tier", rate(selModel("slogate_requests_total"))), "all {{tier}}")).
+		graph("Goodput by tier", "Live goodput: requests per second that met both SLOs, TTFT with the queue wait and TPOT (slogate_slo_met_requests_total), next to the load offered to the tier over the last minute, rejected requests included (slogate_admission_offered_rate), and its calibrated sustainable rate λ* (slogate_admission_sustainable_rate, where a calibration measured one). Goodput near λ* while the offer exceeds it: the engine is full and admission sheds the rest; goodput far under λ* with the offer above it: capacity is being lost.", unitReqPerSec,
+			query(sumBy("tier", rate(sel(sloMetCounter))), "good {{tier}}"),
+			query(sumBy("tier", sel("slogate_admission_offered_rate")), "offered {{tier}}"),
+			query("max by (tier) ("+sel("slogate_admission_sustainable_rate")+")", "λ* {{tier}}")).
 			Min(0),
+		ratioGraph("SLO attainment, both SLOs, by tier", "Share of the judged requests (streams that ended ok with output) that met both their tier's TTFT SLO, queue wait included, and its TPOT SLO: slogate_slo_met_requests_total over slogate_slo_judged_requests_total. Rejected and failed requests are not judged: they show in the error ratio.",
+			query(sumBy("tier", rate(sel(sloMetCounter)))+"\n/\n"+sumBy("tier", rate(sel(sloJudgedCounter))), "{{tier}}")),
+		graph("Demand ÷ λ* by tier", "Load offered to each tier over the last minute, rejected requests included, over its calibrated sustainable rate (slogate_admission_demand_ratio), the highest pod's. Above 1 the pod is asked for more than it serves inside the SLOs: the signal the autoscaling examples in deploy/ scale replicas on. No series for a tier without a calibration.", unitMultiple,
+			query("max by (tier) ("+sel("slogate_admission_demand_ratio")+")", "{{tier}}")).
+			Min(0).
+			Thresholds(thresholds("green", step(0.8, "orange"), step(1, "red"))).
+			ThresholdsStyle(common.NewGraphThresholdsStyleConfigBuilder().Mode(common.GraphThresholdsStyleModeLine)),
 	}
 }
 

@@ -1,6 +1,7 @@
 package exporter
 
 import (
+	"math"
 	"sync"
 	"time"
 
@@ -11,7 +12,10 @@ import (
 
 // admissionCollector reads admission control's state once per scrape and exports it as
 // gauges, all from that one reading, so they are consistent with each other.
-type admissionCollector struct{ src AdmissionSource }
+type admissionCollector struct {
+	src         AdmissionSource
+	sustainable SustainableSource // nil: no tier's λ* is known
+}
 
 var _ prometheus.Collector = admissionCollector{}
 
@@ -23,6 +27,7 @@ func (c admissionCollector) Describe(ch chan<- *prometheus.Desc) {
 		admissionQueueLengthDesc, admissionQueueLimitDesc, admissionQueueWaitLimitDesc,
 		admissionRateLimitDesc, admissionSLODesc, admissionObservedP95Desc,
 		admissionServiceRateDesc, admissionMaxInputDesc,
+		admissionOfferedDesc, admissionSustainableDesc, admissionDemandDesc,
 	} {
 		ch <- d
 	}
@@ -55,8 +60,18 @@ func (c admissionCollector) Collect(ch chan<- prometheus.Metric) {
 	for _, s := range engineStates {
 		ch <- gauge(admissionEngineStateDesc, boolValue(st.Engine == s.reason), s.name)
 	}
+	var lambda map[string]float64
+	if !absent(c.sustainable) {
+		lambda = c.sustainable.Sustainable()
+	}
 	for i := range st.Tiers {
-		collectTier(ch, &st.Tiers[i])
+		t := &st.Tiers[i]
+		collectTier(ch, t)
+		ch <- gauge(admissionOfferedDesc, t.Offered, t.Name)
+		if l := lambda[t.Name]; l > 0 && !math.IsInf(l, 0) {
+			ch <- gauge(admissionSustainableDesc, l, t.Name)
+			ch <- gauge(admissionDemandDesc, t.Offered/l, t.Name)
+		}
 	}
 }
 

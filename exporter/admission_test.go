@@ -2,6 +2,7 @@ package exporter
 
 import (
 	"context"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -119,11 +120,18 @@ type tierWant struct {
 	rate, p95TTFT, p95TPOT float64    // 0: absent
 	serviceRate, maxInput  float64    // 0: absent
 	ttftSLO, tpotSLO       float64
+	offered                float64 // always exported
+	sustainable            float64 // 0: absent, and so is the demand ratio
 }
 
 // add puts the tier's samples into want.
 func (w tierWant) add(want map[string]float64) {
 	tl := `{tier="` + w.name + `"}`
+	want["slogate_admission_offered_rate"+tl] = w.offered
+	if w.sustainable > 0 {
+		want["slogate_admission_sustainable_rate"+tl] = w.sustainable
+		want["slogate_admission_demand_ratio"+tl] = w.offered / w.sustainable
+	}
 	want["slogate_admission_inflight_requests"+tl] = w.inFlight
 	want["slogate_admission_inflight_limit"+tl] = w.limit
 	want["slogate_admission_inflight_limit_min"+tl] = w.min
@@ -264,6 +272,7 @@ func TestAdmissionCollectorTiers(t *testing.T) {
 	tiers := builtinTiers()
 	tiers[0].inFlight = 3
 	tiers[3].inFlight, tiers[3].queued = 2, [3]float64{0, 1, 0}
+	tiers[0].offered, tiers[3].offered = 3.0/60, 3.0/60 // three arrivals each in the last minute
 	t.Run("busy", func(t *testing.T) {
 		checkExactly(t, admissionGauges(t, reg), wantAdmission("enforce", "ok", tiers))
 	})
@@ -290,9 +299,57 @@ func TestAdmissionCollectorTiers(t *testing.T) {
 		t.Fatalf("short's service rate is %v after three completions, want > 0", tiers[0].serviceRate)
 	}
 	tiers[0].p95TTFT, tiers[0].p95TPOT = 0.5, 0.02
+	tiers[0].offered, tiers[3].offered = 3.0/60, 3.0/60
 	t.Run("idle again", func(t *testing.T) {
 		checkExactly(t, admissionGauges(t, reg), wantAdmission("enforce", "ok", tiers))
 	})
+}
+
+// sustainableStub reports fixed sustainable rates.
+type sustainableStub map[string]float64
+
+func (s sustainableStub) Sustainable() map[string]float64 { return s }
+
+// TestAdmissionCollectorDemand: the tiers with a calibrated λ* export it and their
+// demand ratio, offered ÷ λ*, rejected arrivals included; the others neither, and an
+// unusable λ* counts as none.
+func TestAdmissionCollectorDemand(t *testing.T) {
+	clk := clock.NewFake(time.Unix(5000, 0))
+	ctrl := newController(t, admission.Enforce, clk, admission.Options{})
+	_, reg := newMetrics(t, Options{Admission: ctrl, Sustainable: sustainableStub{
+		"short": 0.5, "medium": math.Inf(1), "long": -1, "unknown": 3,
+	}})
+	// Twelve xlong requests at once: two run (its cap), four wait (its queue), six are
+	// turned away; every one is demand.
+	var held []*admission.Ticket
+	for range 2 {
+		held = append(held, admit(t, ctrl, xlongPrompt, admission.Batch))
+	}
+	queued := make(chan struct{}, 10)
+	for range 10 {
+		go func() {
+			tk, err := ctrl.Admit(context.Background(), admission.Request{Model: "llama", Prompt: xlongPrompt, Class: admission.Batch})
+			if err == nil {
+				tk.Done(okStream)
+			}
+			queued <- struct{}{}
+		}()
+	}
+	waitFor(t, func() bool { return len(queued) == 6 && ctrl.Stats().Tiers[3].Queued[admission.Batch] == 4 })
+	for range 6 {
+		admit(t, ctrl, shortPrompt, admission.Interactive).Done(okStream)
+	}
+	tiers := builtinTiers()
+	tiers[0].offered, tiers[0].sustainable = 6.0/60, 0.5 // demand 0.2
+	tiers[3].offered = 12.0 / 60                         // no λ*: no demand ratio
+	tiers[3].inFlight, tiers[3].queued = 2, [3]float64{0, 4, 0}
+	checkExactly(t, admissionGauges(t, reg), wantAdmission("enforce", "ok", tiers))
+	for _, tk := range held {
+		tk.Done(okStream)
+	}
+	for range 4 {
+		<-queued
+	}
 }
 
 // waitFor polls cond until it holds. It guards against a deadlock; it asserts no timing.

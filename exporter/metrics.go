@@ -53,6 +53,8 @@ type Metrics struct {
 	prompt    *prometheus.CounterVec   // model
 	generated *prometheus.CounterVec   // model, source
 	decisions *prometheus.CounterVec   // tier, class, decision, reason
+	judged    *prometheus.CounterVec   // tier
+	met       *prometheus.CounterVec   // tier
 
 	tiers     tierIndex
 	tenants   tenantIndex  // the slogate_tenant_* series (tenants.go)
@@ -113,6 +115,14 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 			Name: "slogate_admission_decisions_total",
 			Help: "Admission decisions, by tier, priority class, decision (admitted at once, queued then dispatched, rejected) and reason (none, or why the request waited or was rejected). Shadow-mode decisions count the same; slogate_admission_mode tells the mode.",
 		}, []string{labelTier, labelClass, labelDecision, labelReason}),
+		judged: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "slogate_slo_judged_requests_total",
+			Help: "Requests an SLO judges, by tier: streams that ended ok with output (measure.ClientLatency), probes included as in slogate_requests_total. rate(slogate_slo_met_requests_total) / rate(this) is live SLO attainment.",
+		}, []string{labelTier}),
+		met: f.NewCounterVec(prometheus.CounterOpts{
+			Name: "slogate_slo_met_requests_total",
+			Help: "Judged requests whose TTFT (queue wait included) and TPOT both met their tier's SLO (measure.SLO.MetByClient), by tier: rate() of it is live goodput.",
+		}, []string{labelTier}),
 	}
 	f.NewGauge(prometheus.GaugeOpts{
 		Name: "slogate_build_info",
@@ -124,7 +134,7 @@ func New(reg prometheus.Registerer, opts Options) *Metrics {
 	m.tenants.init(newTenantMetrics(f, hist))
 	m.slos.init(measure.NewSLO(opts.TTFT, opts.TPOT))
 	m.register(reg, opts)
-	m.tiers.init(m.queueWait)
+	m.tiers.init(m.queueWait, m.judged, m.met)
 	m.precreate = m.initialTiers(opts.Admission)
 	m.models.init(m, opts.ServedModels, opts.UnknownModels)
 	m.decided.init(m.decisions)
@@ -141,7 +151,7 @@ func (m *Metrics) register(reg prometheus.Registerer, opts Options) {
 		reg.MustRegister(engineCollector{src: opts.Engine, clock: opts.Clock})
 	}
 	if !absent(opts.Admission) {
-		reg.MustRegister(tenantCollector{src: opts.Admission, slos: &m.slos}) // and the admission gauges
+		reg.MustRegister(tenantCollector{src: opts.Admission, slos: &m.slos, sustainable: opts.Sustainable, tiers: &m.tiers}) // and the admission gauges
 	}
 	if !absent(opts.Probe) {
 		reg.MustRegister(probeCollector{src: opts.Probe})
@@ -269,6 +279,12 @@ var (
 		"The tier's 95th percentile TTFT (from dispatch) and TPOT over the feedback window, as of the last feedback round; absent until known.", []string{labelTier, labelSLO}, nil)
 	admissionServiceRateDesc = prometheus.NewDesc("slogate_admission_service_rate",
 		"The tier's completions per second over the last 30 s, from which admission predicts queue waits; absent until known.", []string{labelTier}, nil)
+	admissionOfferedDesc = prometheus.NewDesc("slogate_admission_offered_rate",
+		"Requests per second offered to the tier over the last minute: every request admission classified into it, admitted, queued or rejected (shadow mode the same), slogate's probes excluded.", []string{labelTier}, nil)
+	admissionSustainableDesc = prometheus.NewDesc("slogate_admission_sustainable_rate",
+		"The tier's calibrated sustainable rate λ* in requests per second (the knee slogate calibrate measured, from the latest calibration or the tiers file's); absent for tiers without one.", []string{labelTier}, nil)
+	admissionDemandDesc = prometheus.NewDesc("slogate_admission_demand_ratio",
+		"Offered load relative to the calibrated sustainable rate: slogate_admission_offered_rate / slogate_admission_sustainable_rate. Above 1 the tier is offered more than the engine serves inside its SLOs, rejected requests included: the signal to scale replicas on. Absent for tiers without λ*.", []string{labelTier}, nil)
 	admissionMaxInputDesc = prometheus.NewDesc("slogate_admission_tier_max_input_tokens",
 		"The largest estimated input, in tokens, the tier takes; absent for the last tier, which has no upper bound.", []string{labelTier}, nil)
 )

@@ -50,6 +50,12 @@ func (m *Metrics) Observe(req wire.Request, res measure.Result) {
 		}
 		ts.e2e.Observe(seconds(res.QueueWait + res.E2E))
 	}
+	if judged, met := m.judge(&res); judged {
+		e.judged.Inc()
+		if met {
+			e.met.Inc()
+		}
+	}
 	if e.queueWait != nil && res.Outcome != measure.Rejected {
 		e.queueWait.Observe(seconds(res.QueueWait))
 	}

@@ -98,6 +98,13 @@ type ProbeComparison struct {
 	Regressed         bool
 }
 
+// SustainableSource reports each tier's calibrated sustainable rate λ* in force, in
+// requests per second, by tier name; tiers without one are absent. Sustainable must be
+// safe for concurrent use; it is called once per scrape.
+type SustainableSource interface {
+	Sustainable() map[string]float64
+}
+
 // CalibrationSource reports the sidecar's calibrations. Calibration must be safe for
 // concurrent use; it is called once per scrape.
 type CalibrationSource interface {
@@ -197,6 +204,10 @@ type Options struct {
 	// Calibration reports the sidecar's calibrations for the slogate_calibration_*
 	// gauges; nil when the sidecar does not calibrate.
 	Calibration CalibrationSource
+
+	// Sustainable, if set with Admission, reports each tier's calibrated sustainable
+	// rate for slogate_admission_sustainable_rate and slogate_admission_demand_ratio.
+	Sustainable SustainableSource
 
 	// Clock is used for the engine scrape age; default clock.Real.
 	Clock clock.Clock

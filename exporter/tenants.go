@@ -201,12 +201,23 @@ func (m *Metrics) observeTenant(res *measure.Result) {
 	if res.OutputTokens > 0 && res.Tokens != measure.TokensNone {
 		s.output.Add(float64(res.OutputTokens))
 	}
-	if _, _, judged := measure.ClientLatency(*res); judged {
+	if judged, met := m.judge(res); judged {
 		s.judged.Inc()
-		if m.slos.of(res.Tier).MetByClient(*res) {
+		if met {
 			s.met.Inc()
 		}
 	}
+}
+
+// judge says whether an SLO judges res (measure.ClientLatency: a stream that ended ok
+// with output) and whether it met its tier's SLO as admission last reported it (slos;
+// the sidecar's for a request admission did not classify), TTFT with the queue wait
+// included (measure.SLO.MetByClient). The tier and tenant SLO counters count by it.
+func (m *Metrics) judge(res *measure.Result) (judged, met bool) {
+	if _, _, judged = measure.ClientLatency(*res); !judged {
+		return false, false
+	}
+	return true, m.slos.of(res.Tier).MetByClient(*res)
 }
 
 // observeTenantDecision counts one admission decision under its tenant; nothing without
@@ -272,6 +283,9 @@ func (m *Metrics) initialTenants(src AdmissionSource) {
 	}
 	st := src.Stats()
 	m.slos.update(st.Tiers)
+	for _, t := range st.Tiers {
+		m.tiers.lookup(t.Name)
+	}
 	for _, t := range st.Tenants {
 		m.tenants.lookup(t.Name)
 	}
@@ -282,8 +296,10 @@ func (m *Metrics) initialTenants(src AdmissionSource) {
 // they are consistent with each other; it also brings the tier SLOs the tenant counters
 // judge by up to date.
 type tenantCollector struct {
-	src  AdmissionSource
-	slos *tierSLOs
+	src         AdmissionSource
+	slos        *tierSLOs
+	sustainable SustainableSource
+	tiers       *tierIndex // every tier in force gets its per-request series, at zero
 }
 
 var _ prometheus.Collector = tenantCollector{}
@@ -309,7 +325,12 @@ func (c tenantCollector) Describe(ch chan<- *prometheus.Desc) {
 func (c tenantCollector) Collect(ch chan<- prometheus.Metric) {
 	st := c.src.Stats()
 	c.slos.update(st.Tiers)
-	admissionCollector{src: (*statsReading)(&st)}.Collect(ch)
+	if c.tiers != nil {
+		for _, t := range st.Tiers {
+			c.tiers.lookup(t.Name)
+		}
+	}
+	admissionCollector{src: (*statsReading)(&st), sustainable: c.sustainable}.Collect(ch)
 	if st.Mode == admission.Off {
 		return // admission holds no state: nothing is reserved or queued
 	}

@@ -29,6 +29,9 @@ type tierEntry struct {
 	// queueWait is the tier's slogate_queue_wait_seconds child; nil for NoTier, which
 	// never waits in a queue.
 	queueWait prometheus.Observer
+	// judged and met are its slogate_slo_judged_requests_total and
+	// slogate_slo_met_requests_total children.
+	judged, met prometheus.Counter
 }
 
 // tierIndex maps a tier name to its label value. Lookups of a known name take no lock
@@ -40,9 +43,10 @@ type tierIndex struct {
 	labelIndex[*tierEntry] // "" is NoTier
 }
 
-func (x *tierIndex) init(queueWait *prometheus.HistogramVec) {
-	none := &tierEntry{name: NoTier, slot: 0}
+func (x *tierIndex) init(queueWait *prometheus.HistogramVec, judged, met *prometheus.CounterVec) {
+	none := &tierEntry{name: NoTier, slot: 0, judged: judged.WithLabelValues(NoTier), met: met.WithLabelValues(NoTier)}
 	x.labelIndex.init(MaxTierLabels, OtherTier, none, func(label string, n int) *tierEntry {
-		return &tierEntry{name: label, slot: uint8(1 + n), queueWait: queueWait.WithLabelValues(label)}
+		return &tierEntry{name: label, slot: uint8(1 + n), queueWait: queueWait.WithLabelValues(label),
+			judged: judged.WithLabelValues(label), met: met.WithLabelValues(label)}
 	})
 }

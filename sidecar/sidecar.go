@@ -162,6 +162,7 @@ func (s *Sidecar) newMetrics() *exporter.Metrics {
 		UnknownModels: s.scraper, // an adapter loaded at run time is labelled within seconds
 		Engine:        s.scraper, InFlight: s.admission, Version: Version(),
 		Admission: s.admission, Reloads: s.reloads, Clock: s.clock,
+		Sustainable: s, // λ* per tier: the latest calibration, or the tiers file's
 	}
 	if s.prober != nil {
 		o.Probe = probeSource{s}

@@ -1,6 +1,7 @@
 package sidecar
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"regexp"
@@ -68,5 +69,38 @@ func TestStatusCapacity(t *testing.T) {
 	}
 	if offered, err := strconv.ParseFloat(field("short", "offered"), 64); err != nil || offered <= 0 {
 		t.Errorf("short's load offered %q after a request, want a rate above 0 (%v)", field("short", "offered"), err)
+	}
+
+	// /metrics carries the same: λ* of short, the demand on it (one request in the last
+	// minute: 1/60 req/s against 12.5), nothing of the kind for long; and the stream,
+	// judged against short's SLO.
+	metrics := simtest.Get(t, ts.admin+"/metrics")
+	sample := func(series string) (float64, bool) {
+		m := regexp.MustCompile(`(?m)^` + regexp.QuoteMeta(series) + ` (\S+)$`).FindStringSubmatch(metrics)
+		if m == nil {
+			return 0, false
+		}
+		v, err := strconv.ParseFloat(m[1], 64)
+		return v, err == nil
+	}
+	for _, c := range []struct {
+		series string
+		want   float64
+	}{
+		{`slogate_admission_sustainable_rate{tier="short"}`, 12.5},
+		{`slogate_admission_offered_rate{tier="short"}`, 1.0 / 60},
+		{`slogate_admission_demand_ratio{tier="short"}`, 1.0 / 60 / 12.5},
+		{`slogate_admission_offered_rate{tier="long"}`, 0},
+		{`slogate_slo_judged_requests_total{tier="short"}`, 1},
+		{`slogate_slo_judged_requests_total{tier="long"}`, 0},
+	} {
+		if v, ok := sample(c.series); !ok || math.Abs(v-c.want) > 1e-9 {
+			t.Errorf("%s = %v (exported %v), want %v", c.series, v, ok, c.want)
+		}
+	}
+	for _, series := range []string{`slogate_admission_sustainable_rate{tier="long"}`, `slogate_admission_demand_ratio{tier="long"}`} {
+		if _, ok := sample(series); ok {
+			t.Errorf("%s is exported for a tier without λ*", series)
+		}
 	}
 }
