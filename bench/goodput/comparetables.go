@@ -146,8 +146,8 @@ func compareVerdicts(cs [][]cell, ideal []float64) []verdict {
 						other = c
 					}
 				}
-				v.Detail += fmt.Sprintf(", %d requests in %s; against the best of the others, %s's %.3f: %s",
-					rival.Sum.Good-cal.Sum.Good, rival.Sum.Window, other.Name, other.Sum.Goodput, signedPct(g, other.Sum.Goodput))
+				v.Detail += fmt.Sprintf(", %s in %s; against the best of the others, %s's %.3f: %s",
+					requests(rival.Sum.Good-cal.Sum.Good), rival.Sum.Window, other.Name, other.Sum.Goodput, signedPct(g, other.Sum.Goodput))
 			}
 			out = append(out, v)
 		}
@@ -173,6 +173,14 @@ func calibratedWait(o options) time.Duration {
 		}
 	}
 	return time.Duration(o.slo.TTFT) / 2
+}
+
+// requests words a count of requests.
+func requests(n int) string {
+	if n == 1 || n == -1 {
+		return fmt.Sprintf("%d request", n)
+	}
+	return fmt.Sprintf("%d requests", n)
 }
 
 // find returns the cell of the named configuration.
