@@ -13,7 +13,7 @@
 # against `slogate sim --profile h20x8-flash`); TIERS names it. Without TIERS this script
 # calibrates first (about 15 minutes).
 #
-#   TIERS=bench/goodput/testdata/calibrated-8k.yaml bench/compare.sh   # about 9 minutes
+#   TIERS=bench/goodput/testdata/calibrated-8k.yaml bench/compare.sh   # about 7 minutes
 #   bench/compare.sh -compare-arrivals bursty -compare-levels 2,5
 #
 # Extra arguments go to bench/goodput (go run ./bench/goodput -h lists them).
