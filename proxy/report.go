@@ -61,7 +61,7 @@ func (p *Proxy) close(ex *exchange) {
 }
 
 // report classifies how the exchange ended, finishes its measurement and hands the
-// result to the observers and the access log. It runs once per inference request.
+// result to the access log and then the observers. It runs once per inference request.
 func (p *Proxy) report(ex *exchange) {
 	if ex.rec == nil { // never dispatched
 		ex.rec = measure.NewRecorder(ex.req.Route, ex.req.Stream, measure.Options{Clock: p.cfg.Clock})
@@ -76,12 +76,14 @@ func (p *Proxy) report(ex *exchange) {
 	if ex.live != nil {
 		p.live.leave(ex.live)
 	}
+	// The access-log line is written before the observers see the result, so whoever
+	// waits on an observer finds the line already there.
+	p.accessLog(ex, res)
 	if ex.class != admission.Probe {
 		for _, o := range p.cfg.Observers {
 			o.Observe(ex.req, res)
 		}
 	}
-	p.accessLog(ex, res)
 }
 
 // outcome decides the status and outcome of an exchange from what was seen of it.
