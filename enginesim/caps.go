@@ -85,14 +85,16 @@ func (c Config) checkCaps() error {
 }
 
 // overCap returns the cap that refuses a request arriving now; s.mu is held.
-func (s *Server) overCap() capHit {
-	c := &s.cfg
+func (s *Server) overCap() capHit { return s.cfg.overCap(s.sched) }
+
+// overCap returns the cap of c that refuses a request arriving now at the scheduler s.
+func (c *Config) overCap(s *Scheduler) capHit {
 	switch {
-	case c.MaxNumQueuedReqs > 0 && s.sched.inFlight()+1 > c.MaxNumQueuedReqs: // n = 1
+	case c.MaxNumQueuedReqs > 0 && s.inFlight()+1 > c.MaxNumQueuedReqs: // n = 1
 		return capQueuedReqs
-	case c.MaxNumQueuedTokens > 0 && s.sched.backlog >= c.MaxNumQueuedTokens:
+	case c.MaxNumQueuedTokens > 0 && s.backlog >= c.MaxNumQueuedTokens:
 		return capQueuedTokens
-	case c.MaxQueuedRequests > 0 && s.sched.waitingLive+1 > c.MaxQueuedRequests:
+	case c.MaxQueuedRequests > 0 && s.waitingLive+1 > c.MaxQueuedRequests:
 		return capQueueFull
 	}
 	return capNone

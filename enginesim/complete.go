@@ -126,6 +126,7 @@ func (s *Scheduler) finish(q *seq, now time.Time, reason string) {
 		return
 	}
 	f := Finished{
+		ID:           q.req.ID,
 		Reason:       reason,
 		PromptTokens: q.req.PromptTokens,
 		OutputTokens: q.generated,

@@ -30,6 +30,7 @@ type Emission struct {
 
 // Finished is the life of one request that left the scheduler, for the engine's metrics.
 type Finished struct {
+	ID           uint64 // the Request's
 	Reason       string // "length", "stop" or "abort"
 	PromptTokens int
 	OutputTokens int // tokens generated before it finished

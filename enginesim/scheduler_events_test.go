@@ -27,7 +27,7 @@ func TestAbort(t *testing.T) {
 			if st := h.s.Stats(); st.Waiting != 0 || st.Running != 1 {
 				t.Errorf("after abort: waiting %d, running %d; want 0 and 1", st.Waiting, st.Running)
 			}
-			want := Finished{Reason: "abort", PromptTokens: 4, MaxTokens: 2, E2E: schedStep}
+			want := Finished{ID: 2, Reason: "abort", PromptTokens: 4, MaxTokens: 2, E2E: schedStep}
 			if got := h.finished[2]; got != want {
 				t.Errorf("Finished = %+v, want %+v", got, want)
 			}
@@ -52,7 +52,7 @@ func TestAbort(t *testing.T) {
 			if st := h.s.Stats(); st.UsedBlocks != 0 || st.UsedTokens != 0 || st.Running != 0 || !h.s.Idle() {
 				t.Errorf("after abort: %+v, want nothing held or running", st)
 			}
-			want := Finished{Reason: "abort", PromptTokens: 8, OutputTokens: 1, MaxTokens: 1, Prefill: schedStep, TTFT: schedStep, E2E: schedStep}
+			want := Finished{ID: 1, Reason: "abort", PromptTokens: 8, OutputTokens: 1, MaxTokens: 1, Prefill: schedStep, TTFT: schedStep, E2E: schedStep}
 			if got := h.finished[1]; got != want {
 				t.Errorf("Finished = %+v, want %+v", got, want)
 			}

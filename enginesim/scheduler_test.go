@@ -126,7 +126,7 @@ func TestChunkedPrefill(t *testing.T) {
 			}
 			stepEnd := func(k int) time.Time { return start.Add(time.Duration(k) * schedStep) }
 			want := Finished{
-				Reason: "length", PromptTokens: tc.prompt, OutputTokens: tc.output, MaxTokens: 1,
+				ID: 1, Reason: "length", PromptTokens: tc.prompt, OutputTokens: tc.output, MaxTokens: 1,
 				Queue:   queued,
 				Prefill: stepEnd(c).Sub(start),
 				Decode:  stepEnd(len(tc.wantSteps)).Sub(stepEnd(c)),
@@ -310,7 +310,7 @@ func TestPreemptRecompute(t *testing.T) {
 		t.Errorf("request 2 tokens per step = %v, want %v", got, want)
 	}
 	wantF := Finished{
-		Reason: "length", PromptTokens: 4, OutputTokens: 8, MaxTokens: 2, Preemptions: 1,
+		ID: 2, Reason: "length", PromptTokens: 4, OutputTokens: 8, MaxTokens: 2, Preemptions: 1,
 		Prefill: schedStep, Decode: at(11).Sub(at(1)), TTFT: schedStep, E2E: at(11).Sub(epoch),
 	}
 	if got := h.finished[2]; got != wantF {

@@ -190,6 +190,7 @@ type Load struct {
 	TTFTp95   time.Duration
 	TPOTp95   time.Duration // 0 for one-token outputs, which have no TPOT
 	MeanE2E   time.Duration
+	Span      time.Duration // from the start to the last finish (or the end of the drain)
 }
 
 // Meets reports whether l is sustainable under slo: every request sent completed, and
@@ -243,8 +244,25 @@ func OfferPoisson(p Profile, input, output int, rate float64, window, drain time
 		return Load{}, fmt.Errorf("enginesim: offering %v requests/s over %v (drain %v)", rate, window, drain)
 	}
 	offsets := poissonArrivals(rate, window, seed)
-	fs, _ := openLoopUntil(p, input, output, offsets, window+drain)
-	return summarizeLoad(fs, len(offsets), window, output), nil
+	fs, span := openLoopUntil(p, input, output, offsets, window+drain)
+	l := summarizeLoad(fs, len(offsets), window, output)
+	l.Span = span
+	return l, nil
+}
+
+// OfferClosed runs profile p in virtual time with conc clients that each send a request
+// of input prompt tokens and output generated tokens as soon as their previous one
+// finished, for dur, and returns the requests completed per second. It is deterministic
+// and safe for concurrent use.
+func OfferClosed(p Profile, input, output, conc int, dur time.Duration) (float64, error) {
+	if err := checkShape(p, input, output); err != nil {
+		return 0, err
+	}
+	if conc < 1 || dur <= 0 {
+		return 0, fmt.Errorf("enginesim: %d clients for %v", conc, dur)
+	}
+	rate, _ := closedLoop(p, input, output, conc, dur)
+	return rate, nil
 }
 
 func summarizeLoad(fs []Finished, sent int, window time.Duration, output int) Load {
