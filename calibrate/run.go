@@ -53,14 +53,33 @@ type Progress func(tier string, p Point, done, total int)
 // measurement fails carries the error and no limits; Run stops early, with what it
 // measured, when ctx ends.
 func Run(ctx context.Context, t *synth.Target, plan Plan, engine string, progress Progress) (Result, error) {
-	plan = plan.withDefaults()
 	if _, err := t.PreparePrompts(ctx); err != nil {
 		return Result{}, err
 	}
-	res := Result{Started: time.Now(), Target: t.Redacted(), Model: t.Model, Engine: engine, Precision: plan.Precision()}
 	e := t.ReadEngine(ctx)
+	res, err := Measure(ctx, t, plan, progress)
+	res.Target, res.Model, res.Engine = t.Redacted(), t.Model, engine
 	res.EngineVersion, res.EngineFlags = e.Version, e.Flags
-	c := run{t: t, plan: plan, progress: progress, total: len(plan.Tiers) * plan.MaxPoints}
+	return res, err
+}
+
+// Rounds runs the rounds a calibration measures: closed-loop rounds for a tier's
+// reference and open-loop rounds at the rates it offers. *synth.Target runs them over
+// HTTP against a live engine; an engine model in virtual time can stand in for one
+// (bench/goodput's virtual phase), and then the same rules find the same knees on it.
+type Rounds interface {
+	ClosedRound(ctx context.Context, s synth.Shape, conc int, dur time.Duration) synth.Round
+	OpenRound(ctx context.Context, s synth.Shape, rate float64, dur time.Duration, poisson bool, seed uint64, drain time.Duration) synth.Round
+}
+
+// Measure calibrates every tier of plan on the rounds of m, one tier after another, as
+// Run does, and returns the Result without provenance (Target, Model, Engine): a tier
+// whose measurement fails carries the error and no limits, and Measure stops early, with
+// what it measured, when ctx ends. Started and Finished are wall-clock times.
+func Measure(ctx context.Context, m Rounds, plan Plan, progress Progress) (Result, error) {
+	plan = plan.withDefaults()
+	res := Result{Started: time.Now(), Precision: plan.Precision()}
+	c := run{t: m, plan: plan, progress: progress, total: len(plan.Tiers) * plan.MaxPoints}
 	for _, tp := range plan.Tiers {
 		if ctx.Err() != nil {
 			break
@@ -73,7 +92,7 @@ func Run(ctx context.Context, t *synth.Target, plan Plan, engine string, progres
 
 // run carries one calibration's state.
 type run struct {
-	t        *synth.Target
+	t        Rounds
 	plan     Plan
 	progress Progress
 	done     int
