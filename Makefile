@@ -50,9 +50,10 @@ unit:
 
 # acceptance runs the tests the race detector makes too slow (they skip under -race), one
 # package at a time (-p 1): some time the HTTP path, which another package's load skews,
-# and the soak (cmd/slogate, about a minute) drives hundreds of clients.
+# and the soak (cmd/slogate, about a minute) drives hundreds of clients; bench/goodput's
+# shapes phase plays hours of virtual time.
 acceptance:
-	$(GO) test -p 1 -count=1 -run 'Acceptance' ./synth ./calibrate ./sidecar
+	$(GO) test -p 1 -count=1 -run 'Acceptance' ./synth ./calibrate ./sidecar ./bench/goodput
 
 test: deps vet unit acceptance fuzz
 

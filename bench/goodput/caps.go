@@ -8,15 +8,17 @@ import (
 	"github.com/slogate/slogate/enginesim"
 )
 
-// engineCaps are the engine's own admission caps, as vLLM's flags set them: zero is off.
+// engineCaps are the engine's own admission caps, as vLLM's or SGLang's flags set them:
+// zero is off. Each belongs to its engine's flavour (setup.Flavor).
 type engineCaps struct {
-	Reqs   int // --max-num-queued-reqs: requests waiting or running
-	Tokens int // --max-num-queued-tokens: prompt tokens not yet prefilled
+	Reqs   int // vLLM --max-num-queued-reqs: requests waiting or running
+	Tokens int // vLLM --max-num-queued-tokens: prompt tokens not yet prefilled
+	Queued int // SGLang --max-queued-requests: requests waiting
 }
 
 // apply sets the caps in a simulated engine's configuration.
 func (c engineCaps) apply(cfg enginesim.Config) enginesim.Config {
-	cfg.MaxNumQueuedReqs, cfg.MaxNumQueuedTokens = c.Reqs, c.Tokens
+	cfg.MaxNumQueuedReqs, cfg.MaxNumQueuedTokens, cfg.MaxQueuedRequests = c.Reqs, c.Tokens, c.Queued
 	return cfg
 }
 

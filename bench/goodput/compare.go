@@ -35,6 +35,9 @@ type compareOpts struct {
 	ShedQueue      float64       // the shedder's engine queue threshold
 	ShedKV         float64       // the shedder's KV usage threshold
 	ShedScrape     time.Duration // how often the shedder reads the engine's metrics
+	// Virtual plays the phase in virtual time (virtual.go) instead of over HTTP in real
+	// time: the same arrivals, the engine model and admission's code without the proxy.
+	Virtual bool
 }
 
 // arrivalKind is an arrival process: its name and the coefficient of variation of its
@@ -107,7 +110,9 @@ func compare(ctx context.Context, o options, p enginesim.Profile, quiet func()) 
 	var groups []compareGroup
 	var noise []string
 	for _, a := range o.compare.Arrivals {
-		quiet()
+		if !o.compare.Virtual {
+			quiet()
+		}
 		g := compareGroup{Arrivals: a}
 		var runErr error
 		n := phaseNoise(ctx, func() { g.Exps, runErr = compareLevels(ctx, o, p, a, sus) })
@@ -134,9 +139,18 @@ func compareLevels(ctx context.Context, o options, p enginesim.Profile, a arriva
 			Classes: []class{{Name: "8k", Input: o.input, Output: o.output, Rate: m * o.rate}},
 		}
 		exps[i] = e
+		if c.Virtual {
+			if err := e.playVirtual(p, sus); err != nil {
+				return nil, err
+			}
+			continue
+		}
 		if err := e.addStacks(sus, p); err != nil {
 			return nil, err
 		}
+	}
+	if c.Virtual {
+		return exps, ctx.Err()
 	}
 	runEach(ctx, exps, o.serial)
 	// closeAll stops the stacks; the outcomes and timelines stay.

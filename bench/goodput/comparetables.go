@@ -40,7 +40,7 @@ func (g compareGroup) cells(levels []float64) [][]cell {
 	out := make([][]cell, len(g.Exps))
 	for i, e := range g.Exps {
 		for k, st := range e.Stacks {
-			out[i] = append(out[i], cell{Level: levels[i], Name: st.setup.Name, Sum: e.summary(k, 0)})
+			out[i] = append(out[i], cell{Level: levels[i], Name: st.setup.Name, Sum: e.total(k)})
 		}
 	}
 	return out
@@ -272,7 +272,10 @@ func printCompare(w io.Writer, o options, groups []compareGroup, noise []string,
 // describe says what a configuration is, for the report.
 func describe(su setup) string {
 	var parts []string
-	if su.Caps != (engineCaps{}) {
+	switch {
+	case su.Caps.Queued > 0:
+		parts = append(parts, fmt.Sprintf("engine --max-queued-requests %d", su.Caps.Queued))
+	case su.Caps != (engineCaps{}):
 		parts = append(parts, fmt.Sprintf("engine --max-num-queued-reqs %d --max-num-queued-tokens %d", su.Caps.Reqs, su.Caps.Tokens))
 	}
 	if a := su.Admission; a != nil {

@@ -38,6 +38,7 @@ type options struct {
 	calibrated            *admission.Config // the tiers file of -tiers
 	fair                  fairOpts
 	compare               compareOpts
+	shapes                shapesOpts
 }
 
 // rawFlags are the flags that need parsing after flag.Parse.
@@ -63,7 +64,7 @@ func parseFlags(fs *flag.FlagSet, args []string) (options, error) {
 
 // define registers the flags of the workload and the phases.
 func (o *options) define(fs *flag.FlagSet, r *rawFlags) {
-	fs.StringVar(&o.mode, "mode", "all", "phases to run, comma-separated: calibrate, goodput, mixed, fairness; all = the first three")
+	fs.StringVar(&o.mode, "mode", "all", "phases to run, comma-separated: calibrate, goodput, mixed, fairness, compare, shapes; all = the first three")
 	fs.StringVar(&o.profile, "profile", "h20x8-flash", "simulator profile")
 	fs.Uint64Var(&o.seed, "seed", 1, "seed of the arrivals and prompts (the same for every stack)")
 	fs.IntVar(&o.input, "input", 8192, "prompt length of the goodput workload, in token ids")
@@ -106,6 +107,10 @@ func (o *options) defineCompare(fs *flag.FlagSet, r *rawFlags) {
 	fs.Float64Var(&c.ShedQueue, "shed-queue", 5, "compare: the shedder turns requests away while the engine has this many waiting")
 	fs.Float64Var(&c.ShedKV, "shed-kv", 0.8, "compare: the shedder turns requests away at this KV-cache usage")
 	fs.DurationVar(&c.ShedScrape, "shed-scrape", 50*time.Millisecond, "compare: how often the shedder reads the engine's metrics")
+	fs.BoolVar(&c.Virtual, "compare-virtual", false, "compare: play the phase in virtual time (the engine model and admission's code, without the proxy) instead of in real time")
+	fs.StringVar(&o.shapes.Profile, "shapes-profile", "h200-9b", "shapes: simulator profile, whose context must hold the longest shape (131,072 + 2,048 tokens)")
+	fs.DurationVar(&o.shapes.Warmup, "shapes-warmup", 10*time.Minute, "shapes: unmeasured arrivals before the window, in virtual time")
+	fs.DurationVar(&o.shapes.Window, "shapes-window", time.Hour, "shapes: measured arrivals, in virtual time")
 }
 
 // defineFairness registers the flags of the fairness phase.
@@ -138,8 +143,8 @@ func (o *options) finish(r rawFlags) error {
 		return fmt.Errorf("-fb-*: %w", err)
 	}
 	for _, m := range strings.Split(o.mode, ",") {
-		if m = strings.TrimSpace(m); m != "all" && m != "calibrate" && m != "goodput" && m != "mixed" && m != "fairness" && m != "compare" {
-			return fmt.Errorf("-mode %q: want calibrate, goodput, mixed, fairness, compare or all", o.mode)
+		if m = strings.TrimSpace(m); m != "all" && m != "calibrate" && m != "goodput" && m != "mixed" && m != "fairness" && m != "compare" && m != "shapes" {
+			return fmt.Errorf("-mode %q: want calibrate, goodput, mixed, fairness, compare, shapes or all", o.mode)
 		}
 	}
 	if err := o.fair.finish(r); err != nil {
@@ -147,6 +152,9 @@ func (o *options) finish(r rawFlags) error {
 	}
 	if err := o.compare.finish(r); err != nil {
 		return err
+	}
+	if o.shapes.Warmup < 0 || o.shapes.Window <= 0 {
+		return fmt.Errorf("-shapes-warmup %v, -shapes-window %v: want a warm-up >= 0 and a window > 0", o.shapes.Warmup, o.shapes.Window)
 	}
 	var err error
 	if o.scan, err = floats(r.scan); err != nil {
@@ -223,11 +231,11 @@ const (
 	maxFairLoad    = 100
 )
 
-// runs reports whether -mode asks for the phase: "all" asks for every phase but fairness
-// and compare.
+// runs reports whether -mode asks for the phase: "all" asks for every phase but
+// fairness, compare and shapes.
 func (o options) runs(phase string) bool {
 	for _, m := range strings.Split(o.mode, ",") {
-		if m = strings.TrimSpace(m); m == "all" && phase != "fairness" && phase != "compare" || m == phase {
+		if m = strings.TrimSpace(m); m == "all" && phase != "fairness" && phase != "compare" && phase != "shapes" || m == phase {
 			return true
 		}
 	}

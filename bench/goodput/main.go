@@ -133,6 +133,19 @@ func run(ctx context.Context, o options) error {
 			}
 		}
 	}
+	if o.runs("shapes") {
+		start := time.Now()
+		sr, err := shapes(ctx, o)
+		if err != nil {
+			return err
+		}
+		printShapes(w, o, sr, time.Since(start))
+		for _, g := range sr.Groups {
+			if err := raw(o.out, g.Exps); err != nil {
+				return err
+			}
+		}
+	}
 	if o.runs("mixed") {
 		if o.staticWait <= 0 {
 			return fmt.Errorf("the mixed phase needs -static-wait (the 8K tier's queue wait) or the calibrate phase")

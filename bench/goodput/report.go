@@ -131,7 +131,7 @@ func writeRaw(dir string, e *experiment) error {
 				"tenant": e.Classes[o.Class].Tenant, "arrival_s": o.Arrival.Seconds(), "status": o.Status, "reason": o.Reason,
 				"headers_s": o.Headers.Seconds(), "ttft_s": o.TTFT.Seconds(), "e2e_s": o.E2E.Seconds(), "tokens": o.Tokens,
 				"chunks": o.Chunks, "done": o.Done, "cut": o.Cut, "err": o.Err,
-				"good": o.good(e.Classes[o.Class].Output, e.SLO)}); err != nil {
+				"good": o.good(e.Classes[o.Class].Output, e.Classes[o.Class].SLO.Or(e.SLO))}); err != nil {
 				return err
 			}
 		}

@@ -132,9 +132,35 @@ func sleepUntil(ctx context.Context, t time.Time) bool {
 	}
 }
 
-// summary returns stack k's summary of class cls over the measurement window.
+// summary returns stack k's summary of class cls over the measurement window, its
+// requests judged by the class's SLO.
 func (e *experiment) summary(k, cls int) summary {
-	return summarize(e.Outcomes[k], cls, e.Classes[cls].Output, e.SLO, e.Warmup, e.Window)
+	c := e.Classes[cls]
+	return summarize(e.Outcomes[k], cls, c.Output, c.SLO.Or(e.SLO), e.Warmup, e.Window)
+}
+
+// total returns stack k's summary of every class together: the counts and goodput
+// added up, each request judged by its class's SLO. Its percentiles are those of the
+// first class alone, and only meaningful for an experiment of one class.
+func (e *experiment) total(k int) summary {
+	sum := e.summary(k, 0)
+	for cls := 1; cls < len(e.Classes); cls++ {
+		s := e.summary(k, cls)
+		sum.Offered += s.Offered
+		sum.Good += s.Good
+		sum.Completed += s.Completed
+		sum.Rejected += s.Rejected
+		sum.Failed += s.Failed
+		sum.Unfinished += s.Unfinished
+		sum.Goodput += s.Goodput
+		for r, n := range s.Reasons {
+			sum.Reasons[r] += n
+		}
+	}
+	if sum.Offered > 0 {
+		sum.RejectRate = float64(sum.Rejected) / float64(sum.Offered)
+	}
+	return sum
 }
 
 // addStacks starts a stack of profile p for every setup and adds it to e's.

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/slogate/slogate/measure"
 )
 
 // class is one kind of request in a workload: its prompt and output lengths (in tokens),
@@ -16,6 +18,8 @@ type class struct {
 	Output int     // max_tokens, with ignore_eos: exactly this many tokens
 	Rate   float64 // arrivals per second
 	Tenant string  // the value of the tenant header (tenantHeader) its requests carry; "": none
+	// SLO judges the class's requests; zero fields take the experiment's.
+	SLO measure.SLO
 }
 
 // arrival is one request of a schedule: when it is sent, counted from the start of the

@@ -34,6 +34,9 @@ type setup struct {
 	Scrape time.Duration
 	// Caps are the engine's own admission caps (0: off, as in the engine).
 	Caps engineCaps
+	// Flavor is the engine's in a virtual run (virtual.go): its caps, and whether its
+	// metrics say why requests wait; "" is vLLM. The real-time stacks serve vLLM's.
+	Flavor enginesim.Flavor
 }
 
 // stack is one simulated deployment, all in this process: a simulated engine on its own
@@ -123,6 +126,9 @@ func quietServer(h http.Handler) *httptest.Server {
 // Close stops the stack: the sidecar (its requests cut short at once), the engine's
 // server and loop.
 func (st *stack) Close() {
+	if st.sim == nil { // a virtual run's: no servers
+		return
+	}
 	st.stop()
 	st.wg.Wait()
 	st.simSrv.CloseClientConnections()

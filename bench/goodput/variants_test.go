@@ -63,6 +63,8 @@ func TestParseFlags(t *testing.T) {
 		{"bad levels", []string{"-levels", "1,x"}, false},
 		{"bad class", []string{"-mixed-long", "30720:16"}, false},
 		{"bad variant", []string{"-variants", "x:speed=1"}, false},
+		{"shapes", []string{"-mode", "shapes", "-shapes-window", "30m"}, true},
+		{"shapes without a window", []string{"-mode", "shapes", "-shapes-window", "0s"}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
@@ -72,6 +74,12 @@ func TestParseFlags(t *testing.T) {
 			}
 			if tc.name == "defaults" && (o.input != 8192 || o.output != 128 || len(o.levels) != 5 || o.long.Input != 30720 || !o.runs("mixed")) {
 				t.Errorf("defaults: %+v", o)
+			}
+			if tc.name == "defaults" && o.runs("shapes") {
+				t.Error("-mode all runs the shapes phase")
+			}
+			if tc.name == "shapes" && (!o.runs("shapes") || o.runs("goodput") || o.shapes.Window != 30*time.Minute || o.shapes.Profile != "h200-9b") {
+				t.Errorf("-mode shapes: %+v", o.shapes)
 			}
 			if tc.name == "phases" && (o.runs("calibrate") || !o.runs("goodput") || !o.runs("mixed")) {
 				t.Errorf("-mode goodput,mixed: runs calibrate %v goodput %v mixed %v", o.runs("calibrate"), o.runs("goodput"), o.runs("mixed"))
