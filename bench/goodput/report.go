@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -32,7 +33,7 @@ func pct(x float64) string { return fmt.Sprintf("%.0f%%", 100*x) }
 // reasons lists rejection reasons with their counts, most frequent first.
 func reasons(m map[string]int) string {
 	keys := slices.Collect(maps.Keys(m))
-	slices.SortFunc(keys, func(a, b string) int { return m[b] - m[a] })
+	slices.SortFunc(keys, func(a, b string) int { return cmp.Or(m[b]-m[a], strings.Compare(a, b)) })
 	var parts []string
 	for _, k := range keys {
 		name := k

@@ -34,9 +34,9 @@ type shapesOpts struct {
 }
 
 // mixTiers are slogate's built-in tiers (admission.DefaultConfig) with the SLOs a user
-// of the mix would give them: the TTFT an idle engine of the h200-9b profile needs for the
-// tier's longest prompt, with room (API-S 0.4 s, BATCH-D 0.5 s, CHAT-L 1.6 s, DOC-L 7.2
-// s), and 100 ms per output token everywhere.
+// of the mix would give them: 2.5 to 3 times the TTFT an idle engine of the h200-9b
+// profile needs for the tier's longest prompt (API-S 0.36 s, BATCH-D 0.44 s, CHAT-L 1.57
+// s, DOC-L 6.0 s), and 100 ms per output token everywhere (idle: 6 to 9 ms).
 func mixTiers() admission.Config {
 	cfg := admission.DefaultConfig()
 	ttft := map[string]time.Duration{"short": time.Second, "medium": 2 * time.Second, "long": 4 * time.Second, "xlong": 15 * time.Second}
@@ -283,7 +283,7 @@ func printShapes(w io.Writer, o options, sr shapesRun, took time.Duration) {
 	for _, su := range sr.Setups {
 		fmt.Fprintf(w, "- %s: %s\n", su.Name, describe(su))
 	}
-	fmt.Fprintln(w)
+	fmt.Fprintf(w, "\nThe engine's cap comes from %s.\n\n", sr.Cal.EngineCaps().Basis[2])
 	for _, g := range sr.Groups {
 		cs := g.cells(c.Levels)
 		top := best(cs)
