@@ -29,6 +29,12 @@ var ErrInvalidConfig = errors.New("admission: invalid tiers configuration")
 type Config struct {
 	Tiers    []TierConfig `yaml:"tiers"`
 	Feedback Feedback     `yaml:"feedback,omitempty"`
+	// SharedRate makes the tiers' rates one engine budget: a request of a tier at rate r
+	// costs 1/r of an engine second, and the tiers together take at most one engine
+	// second per second (shared.go), each still within its own rate; a request the
+	// budget cannot pay for is rejected with EngineBudget. A reload starts it full.
+	// slogate calibrate sets it: its rates are each tier's alone on the engine.
+	SharedRate bool `yaml:"shared_rate,omitempty"`
 	// Tenants, when set, gives requests a tenant each: fair share inside the tiers and
 	// per-tenant budgets (tenants.go).
 	Tenants *Tenants `yaml:"tenants,omitempty"`

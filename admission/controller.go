@@ -83,10 +83,11 @@ type Controller struct {
 	mu      sync.Mutex
 	cfg     Config // as loaded, before defaults
 	fb      Feedback
-	tiers   []*tierState // the current tiers, by growing max_input_tokens
-	retired []*tierState // tiers removed by a reload that still have requests
-	ten     *tenancy     // nil without a tenants section
-	seq     uint64       // numbers the waiters in order of arrival
+	tiers   []*tierState  // the current tiers, by growing max_input_tokens
+	retired []*tierState  // tiers removed by a reload that still have requests
+	ten     *tenancy      // nil without a tenants section
+	shared  *rate.Limiter // the engine budget the tiers share; nil unless Config.SharedRate
+	seq     uint64        // numbers the waiters in order of arrival
 
 	resolver atomic.Pointer[resolver] // the tenants section's identities; nil without one
 }
@@ -144,6 +145,10 @@ func (c *Controller) Reload(cfg Config) error {
 		}
 	}
 	c.tiers, c.fb = tiers, cfg.Feedback
+	c.shared = nil
+	if cfg.SharedRate {
+		c.shared = newSharedBudget(cfg.Tiers)
+	}
 	c.configureTenants(cfg.Tenants, now)
 	return nil
 }
@@ -259,6 +264,13 @@ func (c *Controller) decide(now time.Time, t *tierState, tk *Ticket, d *Decision
 			return nil, reject(t, TierRate, delay, "over its rate of %.3g requests/s", t.rate)
 		}
 	}
+	shared, delay := c.reserveShared(now, t)
+	if delay > 0 {
+		res.CancelAt(now)
+		d.Verdict, d.Reason = Rejected, EngineBudget
+		c.bypass(d, t, tk)
+		return nil, reject(t, EngineBudget, delay, "the tiers together are at the engine's budget (this tier alone may take %.3g requests/s)", t.rate)
+	}
 	if sh := c.shares(t); reason == NoReason && c.first(t, tk, sh) && t.inFlight < sh.slots(tk) {
 		d.Verdict = Admitted
 		t.inFlight++
@@ -274,6 +286,9 @@ func (c *Controller) decide(now time.Time, t *tierState, tk *Ticket, d *Decision
 	w, rej := c.queue(now, t, tk, d)
 	if rej != nil && res != nil {
 		res.CancelAt(now)
+	}
+	if rej != nil && shared != nil {
+		shared.CancelAt(now)
 	}
 	return w, rej
 }

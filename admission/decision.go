@@ -83,12 +83,13 @@ const (
 	TenantInputTokens                // the tenant's input tokens per minute are spent
 	TenantOutputTokens               // the tenant's output tokens per minute are spent
 	TenantConcurrency                // the tenant has its most requests open
+	EngineBudget                     // the engine budget the tiers share is spent (Config.SharedRate)
 	numReasons
 )
 
 var reasonNames = [numReasons]string{
 	"", "tier-rate", "queue-full", "queue-timeout", "predicted-late", "saturated", "engine-down", "in-flight-cap", "client-gone", "shed",
-	"tenant-requests", "tenant-input-tokens", "tenant-output-tokens", "tenant-concurrency",
+	"tenant-requests", "tenant-input-tokens", "tenant-output-tokens", "tenant-concurrency", "engine-budget",
 }
 
 // String returns the reason's name, e.g. "queue-full"; "none" for NoReason.

@@ -1,0 +1,83 @@
+package admission
+
+import (
+	"testing"
+	"time"
+)
+
+// twoTiers is a short tier the engine sustains at 10 requests/s alone (burst 10) and a
+// long one at 1/s (burst 1), neither capped in flight: the engine budget they share
+// holds one engine second.
+func twoTiers(shared bool) Config {
+	return Config{SharedRate: shared, Tiers: []TierConfig{
+		{Name: "short", MaxInputTokens: 100, Rate: 10, Burst: 10, MaxInFlight: 100, MaxQueue: 10},
+		{Name: "long", Rate: 1, Burst: 1, MaxInFlight: 100, MaxQueue: 10},
+	}}
+}
+
+// With shared_rate, a request costs 1/rate of an engine second from a budget the tiers
+// share: a long request (1 s) leaves nothing for a short one (0.1 s) until a tenth of a
+// second has passed, although the short tier's own bucket is full; without it, each tier
+// only answers to its own rate.
+func TestSharedRate(t *testing.T) {
+	for _, shared := range []bool{false, true} {
+		h := newHarness(t, Enforce, twoTiers(shared))
+		long := h.admitNow(req(1000))
+		if !shared {
+			for range 10 {
+				h.admitNow(req(10)).Done(ok)
+			}
+			h.rejectNow(req(10), TierRate) // the short tier's own burst of 10 is spent
+			long.Done(ok)
+			continue
+		}
+		rej := h.rejectNow(req(10), EngineBudget)
+		if rej.Status() != 429 || rej.RetryAfter <= 0 || rej.RetryAfter > 100*time.Millisecond {
+			t.Errorf("rejection %+v: want a 429 with a Retry-After of at most the 100ms a short request costs", rej)
+		}
+		h.clock.Step(100 * time.Millisecond)
+		h.admitNow(req(10)).Done(ok)
+		h.rejectNow(req(10), EngineBudget)
+		h.clock.Step(500 * time.Millisecond)
+		h.rejectNow(req(1000), TierRate) // the long tier's own rate still holds: one a second
+		long.Done(ok)
+		h.clock.Step(time.Second)
+		h.admitNow(req(1000)).Done(ok)
+	}
+}
+
+// A request turned away after it took its share of the budget, here by a full queue,
+// gives it back.
+func TestSharedRateRefund(t *testing.T) {
+	cfg := twoTiers(true)
+	cfg.Tiers[1].MaxInFlight, cfg.Tiers[1].MaxQueue = 1, 0
+	cfg.Tiers[1].Rate, cfg.Tiers[1].Burst = 10, 10 // long requests as cheap as short ones
+	h := newHarness(t, Enforce, cfg)
+	a := h.admitNow(req(1000))
+	for range 5 {
+		h.rejectNow(req(1000), QueueFull) // each took 0.1 s of the budget and gave it back
+	}
+	for range 9 { // the 0.9 s the first long request left, had the five not given theirs back
+		h.admitNow(req(10)).Done(ok)
+	}
+	h.rejectNow(req(10), EngineBudget) // the short tier's own bucket still holds one
+	a.Done(ok)
+}
+
+// A tier alone meets the shared budget exactly where its own bucket ends: the budget
+// never turns away what the tier's rate lets through.
+func TestSharedRateOneTier(t *testing.T) {
+	h := newHarness(t, Enforce, Config{SharedRate: true, Tiers: []TierConfig{
+		{Name: "only", Rate: 2, Burst: 3, MaxInFlight: 100, MaxQueue: 10},
+	}})
+	for step := range 40 {
+		h.clock.Step(time.Duration(step%7) * 97 * time.Millisecond)
+		tk, err := h.c.Admit(t.Context(), req(10))
+		if rej, isRej := err.(*Rejection); isRej && rej.Reason != TierRate {
+			t.Fatalf("step %d: rejected for %s", step, rej.Reason)
+		}
+		if tk != nil {
+			tk.Done(ok)
+		}
+	}
+}
