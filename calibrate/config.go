@@ -19,10 +19,12 @@ import (
 // tier with its measured limits (a tier that could not be calibrated keeps base's), base's
 // feedback, and the calibration itself as provenance — when, against what engine and
 // model, each tier's SLO, every measured point and the rule that picked its knee — under
-// the calibration key, which admission keeps without interpreting. The result is a valid
-// tiers file that `slogate serve --tiers-file` accepts as it is.
+// the calibration key, which admission keeps without interpreting. Its rates are one
+// engine budget (shared_rate): each was measured with its tier alone on the engine, and
+// the tiers share it. The result is a valid tiers file that `slogate serve --tiers-file`
+// accepts as it is.
 func (r Result) Config(base admission.Config) (admission.Config, error) {
-	cfg := admission.Config{Feedback: base.Feedback}
+	cfg := admission.Config{Feedback: base.Feedback, SharedRate: true}
 	measured := map[string]*admission.TierConfig{}
 	for _, t := range r.Tiers {
 		if t.Limits != nil {
@@ -58,7 +60,7 @@ func WriteConfig(w io.Writer, cfg admission.Config, r Result) error {
 	if r.Precision != "" {
 		fmt.Fprintf(&b, "# Measured with %s.\n", commentText(r.Precision))
 	}
-	fmt.Fprintf(&b, "# Each calibrated tier's rate starts at 0.9 x its knee (the SLO feedback may raise it to\n# 1.5 x), its in-flight cap is twice the knee x mean E2E (Little's law); the points and\n# rules are under calibration.\n")
+	fmt.Fprintf(&b, "# Each calibrated tier's rate starts at 0.9 x its knee (the SLO feedback may raise it to\n# 1.5 x), its in-flight cap is twice the knee x mean E2E (Little's law); the points and\n# rules are under calibration. The rates are one engine budget (shared_rate): a request\n# costs 1/rate of an engine second, and the tiers together take at most one a second.\n")
 	enc := yaml.NewEncoder(&b)
 	enc.SetIndent(2)
 	if err := enc.Encode(cfg); err != nil {

@@ -141,20 +141,28 @@ func kneedle(points []Point) (float64, bool) {
 //     smoother arrivals admission lets through are sustained at higher rates (slogate's
 //     goodput benchmark, docs/benchmarks.md, measured 1.3 λ*). Its burst holds the
 //     arrivals of one TTFT SLO at that rate, so that Poisson bursts below λ* are not
-//     turned away;
+//     turned away, and at least as many requests as the engine, nearly idle, answers one
+//     after another inside the TTFT SLO (the SLO ÷ idle, the median TTFT at the lowest
+//     rate measured): a tier of long requests has a knee so low that one SLO's worth of
+//     its arrivals rounds to one request, and a burst of 1 would turn away any two that
+//     arrive close together on an engine that can start both in time;
 //   - an in-flight cap of twice Little's law at the knee, 2 λ* × mean E2E (at least 1):
 //     Little's law gives the mean in flight at λ*, and the SLO feedback, which starts at
 //     the cap, cuts it (down to 1) where the engine cannot take that many;
 //   - a queue wait of the TTFT SLO minus the typical (median) TTFT at λ*, the time the
 //     engine itself needs for the first token, at least 100 ms; and a queue of rate ×
 //     wait requests, at least 1.
-func deriveLimits(k Point, slo measure.SLO) admission.TierConfig {
+func deriveLimits(k Point, idle time.Duration, slo measure.SLO) admission.TierConfig {
 	rate := 0.9 * k.Offered
+	burst := max(int(math.Ceil(rate*time.Duration(slo.TTFT).Seconds())), 1)
+	if idle > 0 {
+		burst = max(burst, int(time.Duration(slo.TTFT)/idle))
+	}
 	inFlight := max(int(math.Ceil(2*k.Offered*k.MeanE2E.Seconds())), 1)
 	wait := max(time.Duration(slo.TTFT)-k.TTFTp50, 100*time.Millisecond)
 	return admission.TierConfig{
 		Rate: round3(rate), MaxRate: round3(1.5 * k.Offered),
-		Burst:       max(int(math.Ceil(rate*time.Duration(slo.TTFT).Seconds())), 1),
+		Burst:       burst,
 		MaxInFlight: inFlight, MinInFlight: 1,
 		MaxQueue: max(int(math.Ceil(rate*wait.Seconds())), 1), MaxQueueWait: measure.Duration(wait.Round(time.Millisecond)),
 		SLO: slo,

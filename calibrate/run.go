@@ -182,7 +182,7 @@ func (c *run) finish(r *TierResult, tp TierPlan) {
 		return
 	}
 	r.KneeRate = r.Points[r.Knee].Offered
-	lim := deriveLimits(r.Points[r.Knee], tp.Tier.SLO)
+	lim := deriveLimits(r.Points[r.Knee], r.Points[0].TTFTp50, tp.Tier.SLO)
 	lim.Name, lim.MaxInputTokens = tp.Tier.Name, tp.Tier.MaxInputTokens
 	r.Limits = &lim
 }
