@@ -282,9 +282,12 @@ func describe(su setup) string {
 		for _, t := range a.Tiers {
 			d := fmt.Sprintf("tier %s: in flight %d–%d, queue %d", t.Name, max(t.MinInFlight, 1), t.MaxInFlight, t.MaxQueue)
 			if t.Rate > 0 {
-				d += fmt.Sprintf(", rate %g–%g req/s", t.Rate, max(t.MaxRate, t.Rate))
+				d += fmt.Sprintf(", rate %g–%g req/s, burst %d", t.Rate, max(t.MaxRate, t.Rate), t.Burst)
 			}
 			parts = append(parts, d)
+		}
+		if a.SharedRate {
+			parts = append(parts, "the rates one engine budget (shared_rate)")
 		}
 		switch {
 		case !su.Engine:
