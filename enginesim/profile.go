@@ -102,6 +102,14 @@ type Profile struct {
 	// simulator schedules first come, first served and gives every request priority 0.
 	// No effect on the vLLM flavor.
 	PriorityScheduling bool
+
+	// LongPrefillTokenThreshold is vLLM's --long-prefill-token-threshold: a request's
+	// prefill takes at most this many tokens of a step, running or newly scheduled
+	// (vllm/v1/core/sched/scheduler.py, Scheduler.schedule: "if 0 <
+	// long_prefill_token_threshold < num_new_tokens"), which leaves the rest of the
+	// step's budget to the requests behind a long prompt. 0: off, as vLLM's default with
+	// one partial prefill at a time.
+	LongPrefillTokenThreshold int
 }
 
 // KVCapacity returns the KV cache size in tokens.
@@ -112,7 +120,7 @@ func (p Profile) Validate() error {
 	switch {
 	case p.Name == "" || p.Model == "":
 		return fmt.Errorf("enginesim: profile needs a name and a model")
-	case p.MaxModelLen <= 0, p.MaxNumSeqs <= 0, p.MaxBatchedTokens <= 0, p.BlockSize <= 0, p.NumBlocks <= 0, p.Vocab <= 0:
+	case p.MaxModelLen <= 0, p.MaxNumSeqs <= 0, p.MaxBatchedTokens <= 0, p.BlockSize <= 0, p.NumBlocks <= 0, p.Vocab <= 0, p.LongPrefillTokenThreshold < 0:
 		return fmt.Errorf("enginesim: profile %s: sizes must be positive", p.Name)
 	case p.MaxModelLen > p.KVCapacity():
 		return fmt.Errorf("enginesim: profile %s: max model length %d exceeds KV capacity %d", p.Name, p.MaxModelLen, p.KVCapacity())

@@ -276,6 +276,8 @@ func (s *Scheduler) want(q *seq, budget int) (int, bool) {
 		// Draft no further than the context window, as vLLM does, so that a request never
 		// needs more KV than MaxModelLen-1 tokens and always fits in the cache alone.
 		n += max(0, min(s.p.Speculation.DraftTokens, s.p.MaxModelLen-1-q.ctx))
+	} else if t := s.p.LongPrefillTokenThreshold; t > 0 {
+		n = min(n, t)
 	}
 	return min(n, budget), decode
 }

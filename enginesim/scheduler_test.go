@@ -373,3 +373,35 @@ func TestPreemptVictim(t *testing.T) {
 		})
 	}
 }
+
+// A short prompt behind a long one's prefill: without vLLM's
+// --long-prefill-token-threshold the long prompt takes each step's whole budget and the
+// short one waits for the last chunk; with a threshold of 4 a chunk leaves the other 4
+// tokens of the budget to it, and it gets its first token in the first step.
+func TestLongPrefillTokenThreshold(t *testing.T) {
+	for _, tc := range []struct {
+		threshold int
+		steps     []int // tokens computed per step until the short prompt's first token
+		first     int   // the step that gives the short prompt its first token
+	}{
+		{0, []int{8, 8, 8, 3}, 4},
+		{4, []int{7}, 1},
+	} {
+		p := schedProfile()
+		p.LongPrefillTokenThreshold = tc.threshold
+		h := newSchedHarness(t, p)
+		h.submit(schedReq(1, 24, 1), schedReq(2, 3, 1))
+		for range len(tc.steps) {
+			h.step()
+		}
+		if !slices.Equal(h.steps, tc.steps) || h.firstStep(2) != tc.first {
+			t.Errorf("threshold %d: tokens per step %v, the short prompt's first token in step %d; want %v and %d",
+				tc.threshold, h.steps, h.firstStep(2), tc.steps, tc.first)
+		}
+	}
+	bad := schedProfile()
+	bad.LongPrefillTokenThreshold = -1
+	if bad.Validate() == nil {
+		t.Error("a negative threshold validates")
+	}
+}

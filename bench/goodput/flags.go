@@ -111,6 +111,7 @@ func (o *options) defineCompare(fs *flag.FlagSet, r *rawFlags) {
 	fs.StringVar(&o.shapes.Profile, "shapes-profile", "h200-9b", "shapes: simulator profile, whose context must hold the longest shape (131,072 + 2,048 tokens)")
 	fs.DurationVar(&o.shapes.Warmup, "shapes-warmup", 10*time.Minute, "shapes: unmeasured arrivals before the window, in virtual time")
 	fs.DurationVar(&o.shapes.Window, "shapes-window", time.Hour, "shapes: measured arrivals, in virtual time")
+	fs.IntVar(&o.shapes.LongPrefill, "shapes-long-prefill", 0, "shapes: the engine's --long-prefill-token-threshold, vLLM's cap on one request's prefill tokens per step; 0: off")
 }
 
 // defineFairness registers the flags of the fairness phase.
@@ -155,6 +156,9 @@ func (o *options) finish(r rawFlags) error {
 	}
 	if o.shapes.Warmup < 0 || o.shapes.Window <= 0 {
 		return fmt.Errorf("-shapes-warmup %v, -shapes-window %v: want a warm-up >= 0 and a window > 0", o.shapes.Warmup, o.shapes.Window)
+	}
+	if o.shapes.LongPrefill < 0 {
+		return fmt.Errorf("-shapes-long-prefill %d: want 0 (off) or more tokens", o.shapes.LongPrefill)
 	}
 	var err error
 	if o.scan, err = floats(r.scan); err != nil {

@@ -31,6 +31,8 @@ import (
 type shapesOpts struct {
 	Profile        string
 	Warmup, Window time.Duration // virtual
+	// LongPrefill is the engine's --long-prefill-token-threshold (vLLM's); 0: off.
+	LongPrefill int
 }
 
 // mixTiers are slogate's built-in tiers (admission.DefaultConfig) with the SLOs a user
@@ -156,6 +158,7 @@ func shapes(ctx context.Context, o options) (shapesRun, error) {
 	if err != nil {
 		return shapesRun{}, err
 	}
+	p.LongPrefillTokenThreshold = o.shapes.LongPrefill
 	run := shapesRun{Profile: p}
 	tiers := mixTiers()
 	if run.Cal, err = calibrateMix(ctx, p, tiers, o.seed); err != nil {
@@ -193,16 +196,22 @@ func shapes(ctx context.Context, o options) (shapesRun, error) {
 	}
 	shed := shedderConfig(strict)
 	c := o.compare
+	// The profile's engine is SGLang's, with its cap; --long-prefill-token-threshold is
+	// vLLM's, and with it the engine is vLLM, with vLLM's caps.
+	flavor, engCaps := enginesim.FlavorSGLang, engineCaps{Queued: caps.MaxQueuedRequests}
+	if p.LongPrefillTokenThreshold > 0 {
+		flavor, engCaps = enginesim.FlavorVLLM, engineCaps{Reqs: caps.MaxNumQueuedReqs, Tokens: caps.MaxNumQueuedTokens}
+	}
 	run.Setups = []setup{
 		{Name: nameNone},
-		{Name: nameEngineCaps, Caps: engineCaps{Queued: caps.MaxQueuedRequests}},
+		{Name: nameEngineCaps, Caps: engCaps},
 		{Name: nameShedder, Admission: &shed, Engine: true, SatQueue: c.ShedQueue, SatKV: c.ShedKV, Scrape: c.ShedScrape},
 		{Name: nameStatic, Admission: &static},
 		{Name: nameSlogate, Admission: &slog, Engine: true},
 		{Name: nameCalibrated, Admission: &cal, Engine: true},
 	}
-	for i := range run.Setups { // the profile's engine, SGLang's
-		run.Setups[i].Flavor = enginesim.FlavorSGLang
+	for i := range run.Setups {
+		run.Setups[i].Flavor = flavor
 	}
 	for _, a := range c.Arrivals {
 		g := compareGroup{Arrivals: a}
@@ -283,7 +292,12 @@ func printShapes(w io.Writer, o options, sr shapesRun, took time.Duration) {
 	for _, su := range sr.Setups {
 		fmt.Fprintf(w, "- %s: %s\n", su.Name, describe(su))
 	}
-	fmt.Fprintf(w, "\nThe engine's cap comes from %s.\n\n", sr.Cal.EngineCaps().Basis[2])
+	f := sr.Cal.EngineCaps()
+	if t := sr.Profile.LongPrefillTokenThreshold; t > 0 {
+		fmt.Fprintf(w, "\nThe engine is vLLM with --long-prefill-token-threshold %d; its caps come from %s, and %s.\n\n", t, f.Basis[0], f.Basis[1])
+	} else {
+		fmt.Fprintf(w, "\nThe engine's cap comes from %s.\n\n", f.Basis[2])
+	}
 	for _, g := range sr.Groups {
 		cs := g.cells(c.Levels)
 		top := best(cs)

@@ -65,6 +65,7 @@ func TestParseFlags(t *testing.T) {
 		{"bad variant", []string{"-variants", "x:speed=1"}, false},
 		{"shapes", []string{"-mode", "shapes", "-shapes-window", "30m"}, true},
 		{"shapes without a window", []string{"-mode", "shapes", "-shapes-window", "0s"}, false},
+		{"shapes with a negative long-prefill threshold", []string{"-mode", "shapes", "-shapes-long-prefill", "-1"}, false},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {

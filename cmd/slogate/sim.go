@@ -31,6 +31,7 @@ type simSettings struct {
 	Speed            float64       `flag:"speed" env:"SLOGATE_SIM_SPEED" envDefault:"1" help:"run the model this many times faster than the engine it models (all latencies shrink by it)"`
 	Faults           string        `flag:"faults" env:"SLOGATE_SIM_FAULTS" envDefault:"" help:"faults for every request, in X-Enginesim header syntax: status=CODE, rate=FRACTION, stall_after=N, drop_after=N, delay=DURATION, loop, reasoning=N"`
 	PrefixCaching    string        `flag:"prefix-caching" env:"SLOGATE_SIM_PREFIX_CACHING" envDefault:"" help:"true or false: override the profile's prefix caching; empty: the profile's"`
+	LongPrefill      int           `flag:"long-prefill-token-threshold" env:"SLOGATE_SIM_LONG_PREFILL_TOKEN_THRESHOLD" envDefault:"0" help:"a request's prefill takes at most this many tokens of a step, as vLLM's --long-prefill-token-threshold, leaving the rest to the requests behind a long prompt; 0: off"`
 	// The engines' own admission caps, as their flags name them (docs/simulator.md).
 	MaxNumQueuedReqs   int `flag:"max-num-queued-reqs" env:"SLOGATE_SIM_MAX_NUM_QUEUED_REQS" envDefault:"0" help:"vLLM flavour: refuse a request with 503 when this many are waiting or running, as vLLM's --max-num-queued-reqs; 0: off"`
 	MaxNumQueuedTokens int `flag:"max-num-queued-tokens" env:"SLOGATE_SIM_MAX_NUM_QUEUED_TOKENS" envDefault:"0" help:"vLLM flavour: refuse a request with 503 when the prompts not yet past prefill add up to this many tokens, as vLLM's --max-num-queued-tokens; 0: off"`
@@ -98,6 +99,10 @@ func simConfig(set simSettings) (enginesim.Config, error) {
 		}
 		cfg.Profile.PrefixCaching = b
 	}
+	if set.LongPrefill < 0 {
+		return enginesim.Config{}, fmt.Errorf("--long-prefill-token-threshold %d: want 0 (off) or more", set.LongPrefill)
+	}
+	cfg.Profile.LongPrefillTokenThreshold = set.LongPrefill
 	if cfg.Faults, err = enginesim.ParseFaults(set.Faults); err != nil {
 		return enginesim.Config{}, err
 	}

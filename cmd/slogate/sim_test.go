@@ -172,3 +172,26 @@ func TestSimCaps(t *testing.T) {
 		})
 	}
 }
+
+// TestSimLongPrefill: --long-prefill-token-threshold reaches the profile the simulator
+// schedules by, and a negative one is refused.
+func TestSimLongPrefill(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want int
+		ok   bool
+	}{
+		{nil, 0, true},
+		{[]string{"--long-prefill-token-threshold", "2048"}, 2048, true},
+		{[]string{"--long-prefill-token-threshold", "-1"}, 0, false},
+	} {
+		var set simSettings
+		if err := loadSettings("sim", "", &set, tc.args, io.Discard); err != nil {
+			t.Fatal(err)
+		}
+		cfg, err := simConfig(set)
+		if (err == nil) != tc.ok || err == nil && cfg.Profile.LongPrefillTokenThreshold != tc.want {
+			t.Errorf("%v: threshold %d, err %v; want %d, ok %v", tc.args, cfg.Profile.LongPrefillTokenThreshold, err, tc.want, tc.ok)
+		}
+	}
+}
