@@ -88,3 +88,42 @@ func (f EngineCaps) SGLang() []string {
 	}
 	return []string{"--max-queued-requests", fmt.Sprint(f.MaxQueuedRequests)}
 }
+
+// longPrefillRatio is how many times the shortest tier's prompt bound a tier's prompts
+// must reach before LongPrefillThreshold advises the flag: a prefill that long holds the
+// short prompts behind it for several steps.
+const longPrefillRatio = 4
+
+// LongPrefillThreshold advises vLLM's --long-prefill-token-threshold for the calibrated
+// tiers of r, and says why; 0 and "" when no tier's prompts reach longPrefillRatio times
+// the shortest tier's bound. vLLM's scheduler gives each step's token budget to the
+// running requests first, a long prompt's prefill chunks among them, so a short prompt
+// that arrives during a long prefill waits for all of it (vllm/v1/core/sched/scheduler.py,
+// Scheduler.schedule); the flag caps one request's prefill tokens per step, and at the
+// shortest tier's bound leaves the rest of the step to the prompts behind it. On the
+// seven-shape mix (docs/benchmarks.md) it is what lets the short tier's TTFT SLO hold.
+// The step's budget, --max-num-batched-tokens, should then be at least twice it.
+func (r Result) LongPrefillThreshold() (int, string) {
+	shortest, longest := math.MaxInt, 0
+	var short, long string
+	for _, t := range r.Tiers {
+		if t.Knee < 0 || t.Limits == nil {
+			continue
+		}
+		bound := t.Shape.Input
+		if b := t.Limits.MaxInputTokens; b > 0 {
+			bound = b
+		}
+		if bound < shortest {
+			shortest, short = bound, t.Tier
+		}
+		if t.Shape.Input > longest {
+			longest, long = t.Shape.Input, t.Tier
+		}
+	}
+	if longest == 0 || longest < longPrefillRatio*shortest {
+		return 0, ""
+	}
+	return shortest, fmt.Sprintf("tier %s's %d-token prompts are %.0f times tier %s's bound of %d: a prefill that long would hold the short prompts behind it; at %d tokens a step, the rest of the step goes to them (keep --max-num-batched-tokens at least %d)",
+		long, longest, float64(longest)/float64(shortest), short, shortest, shortest, 2*shortest)
+}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/synth"
 )
@@ -82,3 +83,34 @@ func TestEngineCapsBounds(t *testing.T) {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// TestLongPrefillThreshold: the flag is advised at the shortest tier's bound once a
+// tier's prompts are four times that, and not for tiers of similar lengths or without a
+// knee.
+func TestLongPrefillThreshold(t *testing.T) {
+	tier := func(name string, bound, in int, knee int) TierResult {
+		lim := &admission.TierConfig{Name: name, MaxInputTokens: bound}
+		if knee < 0 {
+			lim = nil
+		}
+		return TierResult{Tier: name, Shape: synth.Shape{Input: in, Output: 128}, Knee: knee, Limits: lim}
+	}
+	mix := []TierResult{tier("short", 2048, 2048, 0), tier("medium", 8192, 4096, 0), tier("xlong", 0, 98304, 0)}
+	tests := []struct {
+		name  string
+		tiers []TierResult
+		want  int
+	}{
+		{"the seven-shape mix", mix, 2048},
+		{"one tier", []TierResult{tier("8k", 10923, 8192, 0)}, 0},
+		{"similar lengths", []TierResult{tier("8k", 8192, 6144, 0), tier("16k", 0, 16384, 0)}, 0},
+		{"the long tier without a knee", []TierResult{mix[0], tier("xlong", 0, 98304, -1)}, 0},
+		{"an unbounded shortest tier takes its shape", []TierResult{tier("all", 0, 1024, 0), tier("xlong", 0, 8192, 0)}, 1024},
+	}
+	for _, tt := range tests {
+		n, why := Result{Tiers: tt.tiers}.LongPrefillThreshold()
+		if n != tt.want || (n == 0) != (why == "") {
+			t.Errorf("%s: %d (%q), want %d", tt.name, n, why, tt.want)
+		}
+	}
+}

@@ -292,6 +292,9 @@ func printShapes(w io.Writer, o options, sr shapesRun, took time.Duration) {
 	for _, su := range sr.Setups {
 		fmt.Fprintf(w, "- %s: %s\n", su.Name, describe(su))
 	}
+	if n, why := sr.Cal.LongPrefillThreshold(); n > 0 {
+		fmt.Fprintf(w, "\nslogate calibrate advises vLLM's --long-prefill-token-threshold %d: %s.\n", n, why)
+	}
 	f := sr.Cal.EngineCaps()
 	if t := sr.Profile.LongPrefillTokenThreshold; t > 0 {
 		fmt.Fprintf(w, "\nThe engine is vLLM with --long-prefill-token-threshold %d; its caps come from %s, and %s.\n\n", t, f.Basis[0], f.Basis[1])

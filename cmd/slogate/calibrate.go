@@ -156,5 +156,8 @@ func printCalibration(w io.Writer, res calibrate.Result, out string) {
 			fmt.Fprintf(w, "  %s: %s\n", flag, f.Basis[i])
 		}
 	}
+	if n, why := res.LongPrefillThreshold(); n > 0 {
+		fmt.Fprintf(w, "\nvLLM scheduling, so that short prompts do not wait behind long prefills:\n  vllm serve ... --long-prefill-token-threshold %d\n  %s\n", n, why)
+	}
 	fmt.Fprintf(w, "\nwrote %s; start slogate serve --tiers-file %s\n", out, out)
 }

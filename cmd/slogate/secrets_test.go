@@ -6,6 +6,7 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -75,6 +76,11 @@ func TestSecretsInReports(t *testing.T) {
 			if caps.VLLM() == nil || !strings.Contains(printed, want) {
 				t.Errorf("slogate calibrate did not print %q:\n%s", want, printed)
 			}
+		}
+		// And vLLM's --long-prefill-token-threshold exactly when the tiers call for it.
+		n, _ := o.Result.LongPrefillThreshold()
+		if got := strings.Contains(printed, "--long-prefill-token-threshold "+strconv.Itoa(n)); got != (n > 0) || n == 0 && strings.Contains(printed, "--long-prefill-token-threshold") {
+			t.Errorf("advised threshold %d, printed it %v:\n%s", n, got, printed)
 		}
 	})
 }
