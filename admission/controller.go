@@ -266,7 +266,9 @@ func (c *Controller) decide(now time.Time, t *tierState, tk *Ticket, d *Decision
 	}
 	shared, delay := c.reserveShared(now, t)
 	if delay > 0 {
-		res.CancelAt(now)
+		if res != nil {
+			res.CancelAt(now)
+		}
 		d.Verdict, d.Reason = Rejected, EngineBudget
 		c.bypass(d, t, tk)
 		return nil, reject(t, EngineBudget, delay, "the tiers together are at the engine's budget (this tier alone may take %.3g requests/s)", t.rate)

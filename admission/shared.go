@@ -29,12 +29,22 @@ func newSharedBudget(tiers []TierConfig) *rate.Limiter {
 	if burst == 0 {
 		return nil
 	}
-	return rate.NewLimiter(budgetUnits, int(math.Ceil(burst*budgetUnits)))
+	return rate.NewLimiter(budgetUnits, units(burst))
 }
 
 // cost returns what one request of a tier at the working rate r takes of the shared
 // budget, in budgetUnits.
-func cost(r float64) int { return max(int(math.Ceil(budgetUnits/r)), 1) }
+func cost(r float64) int { return units(1 / r) }
+
+// units converts engine seconds to budgetUnits, rounded up, within [1, MaxInt32]: a rate
+// near zero, which a tiers file may hold, costs the most a bucket can count, not an
+// integer overflow.
+func units(seconds float64) int {
+	if u := math.Ceil(seconds * budgetUnits); u < math.MaxInt32 { // NaN too: Validate keeps rates finite and positive
+		return max(int(u), 1)
+	}
+	return math.MaxInt32
+}
 
 // reserveShared takes a request of tier t's cost from the shared budget at now. It
 // returns the reservation, to give back if the request is turned away later, or how long

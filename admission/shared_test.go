@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"math"
 	"testing"
 	"time"
 )
@@ -79,5 +80,21 @@ func TestSharedRateOneTier(t *testing.T) {
 		if tk != nil {
 			tk.Done(ok)
 		}
+	}
+}
+
+// TestSharedUnits: engine seconds become budget units rounded up, at least 1 and at most
+// what a bucket counts, whatever rate a tiers file holds.
+func TestSharedUnits(t *testing.T) {
+	for _, tc := range []struct {
+		rate float64
+		want int
+	}{{10, 100}, {3, 334}, {1e6, 1}, {1e-300, math.MaxInt32}} {
+		if got := cost(tc.rate); got != tc.want {
+			t.Errorf("cost(%g) = %d, want %d", tc.rate, got, tc.want)
+		}
+	}
+	if b := newSharedBudget([]TierConfig{{Rate: 1e-300, Burst: 1}}); b == nil || b.Burst() != math.MaxInt32 {
+		t.Errorf("budget for a near-zero rate: %v", b)
 	}
 }
