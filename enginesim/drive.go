@@ -54,8 +54,8 @@ func (v *Virtual) Now() time.Time { return v.now }
 // vLLM's caps refuse it on arrival (the 503 of caps.go); a request can still be refused
 // as it enters the scheduler, which Advance reports.
 func (v *Virtual) Arrive(prompt, output int) (uint64, bool, error) {
-	if prompt < 1 || output < 1 || prompt+output > v.cfg.Profile.MaxModelLen {
-		return 0, false, fmt.Errorf("enginesim: profile %s cannot serve %d input + %d output tokens (context %d)", v.cfg.Profile.Name, prompt, output, v.cfg.Profile.MaxModelLen)
+	if err := checkShape(v.cfg.Profile, prompt, output); err != nil {
+		return 0, false, err
 	}
 	v.nextID++
 	if v.cfg.Flavor == FlavorVLLM && v.cfg.overCap(v.s) != capNone {

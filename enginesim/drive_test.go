@@ -2,6 +2,7 @@ package enginesim
 
 import (
 	"errors"
+	"fmt"
 	"slices"
 	"testing"
 	"time"
@@ -71,7 +72,7 @@ func firstDiff(a, b []Finished) string {
 }
 
 func fmtFinished(f Finished) string {
-	return time.Duration(f.ID).String() + " ttft " + f.TTFT.String() + " e2e " + f.E2E.String()
+	return fmt.Sprintf("request %d: TTFT %v, E2E %v", f.ID, f.TTFT, f.E2E)
 }
 
 // The engines' caps refuse in a Virtual where and as the HTTP server does (caps.go):
