@@ -36,7 +36,7 @@ type shapesOpts struct {
 }
 
 // mixTiers are slogate's built-in tiers (admission.DefaultConfig) with the SLOs a user
-// of the mix would give them: 2.5 to 3 times the TTFT an idle engine of the h200-9b
+// of the mix would give them: 2.5 to 4.5 times the TTFT an idle engine of the h200-9b
 // profile needs for the tier's longest prompt (API-S 0.36 s, BATCH-D 0.44 s, CHAT-L 1.57
 // s, DOC-L 6.0 s), and 100 ms per output token everywhere (idle: 6 to 9 ms).
 func mixTiers() admission.Config {
