@@ -82,7 +82,8 @@ func (s *Scheduler) emit(q *seq, k int, t time.Time) {
 	if k <= 0 {
 		return
 	}
-	if q.first.IsZero() {
+	first := q.first.IsZero()
+	if first {
 		q.first = t
 		s.leaveBacklog(q)
 	} else if s.hooks.Tokens != nil {
@@ -92,7 +93,7 @@ func (s *Scheduler) emit(q *seq, k int, t time.Time) {
 	q.generated += k
 	q.ctx += k
 	s.stats.GenerationTokens += int64(k)
-	e := Emission{ID: q.req.ID, Tokens: k}
+	e := Emission{ID: q.req.ID, Tokens: k, First: first}
 	if q.generated >= q.req.OutputTokens {
 		e.Done, e.Reason = true, q.req.FinishReason
 	}

@@ -2,7 +2,6 @@ package enginesim
 
 import (
 	"fmt"
-	"slices"
 	"time"
 )
 
@@ -18,14 +17,21 @@ import (
 // the engine, SGLang's as it joins the waiting queue (caps.go). Every request generates
 // exactly the output it asks for, as with ignore_eos. Not safe for concurrent use.
 type Virtual struct {
-	cfg      Config
-	s        *Scheduler
-	now      time.Time
-	stepEnd  time.Time // end of the step in progress; zero when none
-	nextID   uint64
-	pending  []Request // arrived, not yet in the scheduler; in order of arrival
-	finished []Finished
-	refused  []uint64
+	cfg     Config
+	s       *Scheduler
+	now     time.Time
+	stepEnd time.Time // end of the step in progress; zero when none
+	nextID  uint64
+	pending []Request // arrived, not yet in the scheduler; in order of arrival
+	ev      Events    // what happened since the last Advance returned
+}
+
+// Events is what happened to a Virtual's requests as its time moved on, each list in
+// the order it happened.
+type Events struct {
+	First    []uint64   // requests whose first output token came: their prefill finished
+	Finished []Finished // requests that left the engine
+	Refused  []uint64   // requests the caps refused as they entered the scheduler
 }
 
 // NewVirtual returns an idle engine of cfg.Profile, with cfg's flavour and admission
@@ -42,7 +48,7 @@ func NewVirtual(cfg Config, start time.Time) (*Virtual, error) {
 		return nil, err
 	}
 	v := &Virtual{cfg: cfg, now: start}
-	v.s = NewScheduler(cfg.Profile, Hooks{Finished: func(f Finished) { v.finished = append(v.finished, f) }})
+	v.s = NewScheduler(cfg.Profile, Hooks{Finished: func(f Finished) { v.ev.Finished = append(v.ev.Finished, f) }})
 	return v, nil
 }
 
@@ -81,26 +87,30 @@ func (v *Virtual) Next() (time.Time, bool) {
 	return next, ok
 }
 
-// Advance moves the engine's time on to t, which must not pass Next, and returns the
-// requests that finished and those the caps refused as they entered the scheduler. The
-// requests due by t enter the scheduler; the step ending at t completes, and the next
-// one starts.
-func (v *Virtual) Advance(t time.Time) (finished []Finished, refused []uint64, err error) {
+// Advance moves the engine's time on to t, which must not pass Next, and returns what
+// happened by then: the requests due by t enter the scheduler (or are refused), the step
+// ending at t completes, and the next one starts. A request's first token and its end
+// can come in the same step.
+func (v *Virtual) Advance(t time.Time) (Events, error) {
 	if next, ok := v.Next(); t.Before(v.now) || ok && t.After(next) {
-		return nil, nil, fmt.Errorf("enginesim: advancing from %v to %v past the next change at %v", v.now, t, next)
+		return Events{}, fmt.Errorf("enginesim: advancing from %v to %v past the next change at %v", v.now, t, next)
 	}
 	v.now = t
 	for len(v.pending) > 0 && !v.pending[0].Arrival.Add(v.cfg.Profile.APILatency).After(t) {
 		r := v.pending[0]
 		v.pending = v.pending[1:]
 		if v.cfg.overCap(v.s) != capNone {
-			v.refused = append(v.refused, r.ID)
+			v.ev.Refused = append(v.ev.Refused, r.ID)
 			continue
 		}
 		v.s.Submit(r.Arrival.Add(v.cfg.Profile.APILatency), r)
 	}
 	if !v.stepEnd.IsZero() && !t.Before(v.stepEnd) {
-		v.s.Complete(v.stepEnd)
+		for _, e := range v.s.Complete(v.stepEnd) {
+			if e.First {
+				v.ev.First = append(v.ev.First, e.ID)
+			}
+		}
 		v.stepEnd = time.Time{}
 	}
 	if v.stepEnd.IsZero() {
@@ -108,9 +118,9 @@ func (v *Virtual) Advance(t time.Time) (finished []Finished, refused []uint64, e
 			v.stepEnd = t.Add(d)
 		}
 	}
-	finished, refused = slices.Clip(v.finished), slices.Clip(v.refused)
-	v.finished, v.refused = nil, nil
-	return finished, refused, nil
+	ev := v.ev
+	v.ev = Events{}
+	return ev, nil
 }
 
 // Load is the engine's state as its metrics would show it now: requests running and

@@ -12,17 +12,30 @@ import (
 // through a Virtual of cfg to the end, moving its time only to its own changes and the
 // arrivals, and returns what finished and the IDs refused at arrival and on entry.
 func drive(t *testing.T, cfg Config, prompt, output int, offsets []time.Duration) (fs []Finished, atArrival, onEntry []uint64) {
+	fs, atArrival, onEntry, _ = driveFirst(t, cfg, prompt, output, offsets)
+	return fs, atArrival, onEntry
+}
+
+// driveFirst is drive that also returns when each request's first token was reported.
+func driveFirst(t *testing.T, cfg Config, prompt, output int, offsets []time.Duration) (fs []Finished, atArrival, onEntry []uint64, first map[uint64]time.Time) {
 	t.Helper()
 	v, err := NewVirtual(cfg, epoch)
 	if err != nil {
 		t.Fatal(err)
 	}
+	first = map[uint64]time.Time{}
 	advance := func(at time.Time) {
-		done, refused, err := v.Advance(at)
+		ev, err := v.Advance(at)
 		if err != nil {
 			t.Fatal(err)
 		}
-		fs, onEntry = append(fs, done...), append(onEntry, refused...)
+		for _, id := range ev.First {
+			if _, again := first[id]; again {
+				t.Fatalf("request %d: a second first token at %v", id, at)
+			}
+			first[id] = at
+		}
+		fs, onEntry = append(fs, ev.Finished...), append(onEntry, ev.Refused...)
 	}
 	for _, off := range offsets {
 		at := epoch.Add(off)
@@ -41,16 +54,25 @@ func drive(t *testing.T, cfg Config, prompt, output int, offsets []time.Duration
 	for next, ok := v.Next(); ok; next, ok = v.Next() {
 		advance(next)
 	}
-	return fs, atArrival, onEntry
+	return fs, atArrival, onEntry, first
 }
 
 // A Virtual driven from outside keeps the model's time as the harness of virtual.go does:
-// the same arrivals give the same requests, finished at the same times.
+// the same arrivals give the same requests, finished at the same times, and it reports
+// each request's first token as its time to first token says.
 func TestVirtualMatchesOpenLoop(t *testing.T) {
 	p := mustProfile(t, "h20x8-flash")
 	offsets := poissonArrivals(1.5, 2*time.Minute, 7)
 	want, _ := openLoop(p, 8192, 128, offsets)
-	got, refusedA, refusedE := drive(t, Config{Profile: p}, 8192, 128, offsets)
+	got, refusedA, refusedE, first := driveFirst(t, Config{Profile: p}, 8192, 128, offsets)
+	for _, f := range got {
+		if at, want := first[f.ID], epoch.Add(offsets[f.ID-1]+f.TTFT); !at.Equal(want) {
+			t.Fatalf("request %d: first token reported at %v, its TTFT says %v", f.ID, at, want)
+		}
+	}
+	if len(first) != len(got) {
+		t.Errorf("%d first tokens reported for %d requests", len(first), len(got))
+	}
 	if len(refusedA)+len(refusedE) > 0 {
 		t.Fatalf("refused %v %v without caps", refusedA, refusedE)
 	}
@@ -134,10 +156,10 @@ func TestVirtualErrors(t *testing.T) {
 	if !ok || !next.Equal(epoch.Add(p.APILatency)) {
 		t.Fatalf("next change %v %v, want the request's entry at %v", next, ok, epoch.Add(p.APILatency))
 	}
-	if _, _, err := v.Advance(next.Add(time.Nanosecond)); err == nil {
+	if _, err := v.Advance(next.Add(time.Nanosecond)); err == nil {
 		t.Error("advanced past the next change")
 	}
-	if _, _, err := v.Advance(epoch.Add(-time.Second)); err == nil {
+	if _, err := v.Advance(epoch.Add(-time.Second)); err == nil {
 		t.Error("advanced backwards")
 	}
 	if _, err := OfferClosed(p, 16, 4, 0, time.Second); err == nil {

@@ -24,6 +24,7 @@ type Request struct {
 type Emission struct {
 	ID     uint64
 	Tokens int    // new output tokens (several with speculative decoding)
+	First  bool   // they are the request's first: its prefill has finished
 	Done   bool   // the request finished with this step
 	Reason string // finish reason when Done
 }

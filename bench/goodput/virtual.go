@@ -166,23 +166,30 @@ func (r *virtualRun) scrape(t time.Time) engine.Snapshot {
 	return snap
 }
 
-// advance moves the engine to t and hands admission what finished or was refused.
+// advance moves the engine to t and hands admission what happened: first tokens, as the
+// proxy reports a stream's first output chunk (Ticket.Output), then what finished or was
+// refused.
 func (r *virtualRun) advance(t time.Time) error {
-	done, refused, err := r.eng.Advance(t)
+	ev, err := r.eng.Advance(t)
 	if err != nil {
 		return err
 	}
-	for _, id := range refused {
+	for _, id := range ev.First {
+		if f := r.byID[id]; f.tk != nil {
+			f.tk.Output(1)
+		}
+	}
+	for _, id := range ev.Refused {
 		f := r.byID[id]
 		delete(r.byID, id)
 		r.refuse(f, t)
 	}
-	for _, fin := range done {
+	for _, fin := range ev.Finished {
 		f := r.byID[fin.ID]
 		delete(r.byID, fin.ID)
 		r.finish(f, fin, t)
 	}
-	if r.ctl != nil && len(done)+len(refused) > 0 {
+	if r.ctl != nil && len(ev.Finished)+len(ev.Refused) > 0 {
 		r.settle(t)
 	}
 	return nil
