@@ -63,6 +63,16 @@ type TierConfig struct {
 	// meet it (the client feels the wait as part of its TTFT).
 	MaxQueue     int              `yaml:"max_queue"`
 	MaxQueueWait measure.Duration `yaml:"max_queue_wait,omitempty"`
+	// MaxPrefillTokens bounds the estimated prompt tokens of the tier's requests in
+	// flight that have had no output yet: a request that would take them past it is
+	// turned away at once (PrefillBacklog), since waiting in slogate's queue would not
+	// take it past the prefill ahead of it any sooner; one with none ahead of it never
+	// is. The engine prefills at about a fixed rate of tokens a second, so the bound
+	// keeps a clump of the tier's prompts inside its TTFT SLO whatever the clump's size
+	// in requests: slogate calibrate sets it to 0.9 × the TTFT SLO × the prefill rate it
+	// measured. Only the tier's own prompts count (the delay a long prompt of another
+	// tier causes depends on the engine's chunking). 0: no bound.
+	MaxPrefillTokens int `yaml:"max_prefill_tokens,omitempty"`
 	// SLO is the tier's objective; zero fields take the sidecar's SLOs. The feedback
 	// holds the engine's part to it (TTFT from dispatch: measure.DispatchLatency); the
 	// status page and the alerting rules judge the client's (queue wait included).
@@ -137,6 +147,8 @@ func (c Config) Validate() error {
 			return bad("needs 1 <= min_in_flight <= max_in_flight (min defaults to 1)")
 		case t.MaxQueue < 0 || t.MaxQueueWait < 0:
 			return bad("max_queue and max_queue_wait must not be negative")
+		case t.MaxPrefillTokens < 0:
+			return bad("max_prefill_tokens must not be negative")
 		case t.SLO.TTFT < 0 || t.SLO.TPOT < 0:
 			return bad("SLOs must not be negative")
 		}

@@ -25,7 +25,7 @@ func TestParseConfigExample(t *testing.T) {
 			MaxQueueWait: measure.Duration(2 * time.Second), SLO: measure.NewSLO(time.Second, 50*time.Millisecond)},
 		{Name: "medium", MaxInputTokens: 8192, Rate: 1.4, Burst: 4, MaxInFlight: 32, MaxQueue: 64,
 			MaxQueueWait: measure.Duration(4 * time.Second), SLO: measure.SLO{TTFT: measure.Duration(3500 * time.Millisecond)}},
-		{Name: "long", MaxInputTokens: 32768, MaxInFlight: 8, MaxQueue: 16, MaxQueueWait: measure.Duration(10 * time.Second)},
+		{Name: "long", MaxInputTokens: 32768, MaxInFlight: 8, MaxQueue: 16, MaxQueueWait: measure.Duration(10 * time.Second), MaxPrefillTokens: 120000},
 		{Name: "xlong", MaxInFlight: 2, MaxQueue: 4, MaxQueueWait: measure.Duration(30 * time.Second)},
 	}
 	if !reflect.DeepEqual(cfg.Tiers, want) {
@@ -158,6 +158,7 @@ func TestValidate(t *testing.T) {
 		{name: "min above max", edit: tier(0, func(t *TierConfig) { t.MinInFlight = 5 }), want: "min_in_flight <= max_in_flight"},
 		{name: "negative queue", edit: tier(0, func(t *TierConfig) { t.MaxQueue = -1 }), want: "must not be negative"},
 		{name: "negative wait", edit: tier(0, func(t *TierConfig) { t.MaxQueueWait = -1 }), want: "must not be negative"},
+		{name: "negative prefill bound", edit: tier(0, func(t *TierConfig) { t.MaxPrefillTokens = -1 }), want: "max_prefill_tokens must not be negative"},
 		{name: "negative TTFT SLO", edit: tier(0, func(t *TierConfig) { t.SLO.TTFT = -1 }), want: "SLOs"},
 		{name: "negative TPOT SLO", edit: tier(1, func(t *TierConfig) { t.SLO.TPOT = -1 }), want: "SLOs"},
 		{name: "negative interval", edit: fb(func(f *Feedback) { f.Interval = -1 }), want: "feedback"},

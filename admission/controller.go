@@ -250,6 +250,11 @@ func (c *Controller) decide(now time.Time, t *tierState, tk *Ticket, d *Decision
 	if rej := c.reserve(now, t, tk, d); rej != nil {
 		return nil, rej
 	}
+	if !t.prefillRoom(tk.tokens) {
+		d.Verdict, d.Reason = Rejected, PrefillBacklog
+		c.bypass(d, t, tk)
+		return nil, reject(t, PrefillBacklog, t.prefillRetry(tk.tokens), "%d prompt tokens of the tier wait for their first token, with this one's %d over its max_prefill_tokens %d", t.prefill.Load(), tk.tokens, t.cfg.MaxPrefillTokens)
+	}
 	var res *rate.Reservation // the arrival's token, given back if it is turned away below
 	if t.limiter != nil {
 		res = t.limiter.ReserveN(now, 1)

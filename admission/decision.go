@@ -84,12 +84,14 @@ const (
 	TenantOutputTokens               // the tenant's output tokens per minute are spent
 	TenantConcurrency                // the tenant has its most requests open
 	EngineBudget                     // the engine budget the tiers share is spent (Config.SharedRate)
+	PrefillBacklog                   // the tier's prompts still in prefill fill its max_prefill_tokens
 	numReasons
 )
 
 var reasonNames = [numReasons]string{
 	"", "tier-rate", "queue-full", "queue-timeout", "predicted-late", "saturated", "engine-down", "in-flight-cap", "client-gone", "shed",
 	"tenant-requests", "tenant-input-tokens", "tenant-output-tokens", "tenant-concurrency", "engine-budget",
+	"prefill-backlog",
 }
 
 // String returns the reason's name, e.g. "queue-full"; "none" for NoReason.

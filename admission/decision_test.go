@@ -18,7 +18,8 @@ func TestEnumNames(t *testing.T) {
 		t.Errorf("reasons %v", Reasons())
 	}
 	for r, want := range map[Reason]string{TierRate: "tier-rate", QueueFull: "queue-full", QueueTimeout: "queue-timeout",
-		PredictedLate: "predicted-late", Saturated: "saturated", EngineDown: "engine-down", EngineBudget: "engine-budget"} {
+		PredictedLate: "predicted-late", Saturated: "saturated", EngineDown: "engine-down", EngineBudget: "engine-budget",
+		PrefillBacklog: "prefill-backlog"} {
 		if r.String() != want {
 			t.Errorf("%d: %q, want %q", r, r.String(), want)
 		}

@@ -285,14 +285,15 @@ func (sh shares) slots(tk *Ticket) int {
 
 // first reports whether a new request of tk may start in t before every waiter: none
 // that would go before it (Controller.before, as the last to arrive) has room to start
-// (shares.slots). Without tenants, that is when nobody of its class or a higher one
-// waits; with them, a tenant below the waiting tenants' counters, or whose waiters are
-// held back by their share of the slots, goes first.
+// (shares.slots, and the tier's bound on prompts in prefill). Without tenants, that is
+// when nobody of its class or a higher one waits; with them, a tenant below the waiting
+// tenants' counters, or whose waiters are held back by their share of the slots, goes
+// first.
 func (c *Controller) first(t *tierState, tk *Ticket, sh shares) bool {
 	me := waiter{class: tk.class, ticket: tk, seq: math.MaxUint64}
 	for k := Interactive; k <= tk.class; k++ {
 		for _, w := range t.queue[k] {
-			if c.before(w, &me) && t.inFlight < sh.slots(w.ticket) {
+			if c.before(w, &me) && t.inFlight < sh.slots(w.ticket) && t.prefillRoom(w.tokens) {
 				return false
 			}
 		}
@@ -310,7 +311,7 @@ func (c *Controller) ready(t *tierState) *waiter {
 	for k := Interactive; k < numClasses; k++ {
 		var best *waiter
 		for _, w := range t.queue[k] {
-			if t.inFlight < sh.slots(w.ticket) && (best == nil || c.before(w, best)) {
+			if t.inFlight < sh.slots(w.ticket) && t.prefillRoom(w.tokens) && (best == nil || c.before(w, best)) {
 				best = w
 			}
 		}

@@ -42,6 +42,10 @@ func (c *Controller) enter(tk *Ticket) {
 	tk.tally = a
 	a.requests.Add(1)
 	a.kv.Add(int64(tk.tokens))
+	if tk.t != nil {
+		tk.prefill = &tk.t.prefill
+		tk.prefill.Add(int64(tk.tokens))
+	}
 }
 
 // InFlight returns the requests in flight and the KV tokens they hold, over every class
@@ -80,6 +84,9 @@ func (tk *Ticket) Output(n int) {
 			return
 		}
 		if tk.out.CompareAndSwap(old, int64(n)) {
+			if old == 0 && tk.prefill != nil { // its first output: its prefill is over
+				tk.prefill.Add(-int64(tk.tokens))
+			}
 			a.kv.Add(int64(n) - old)
 			if tk.ten != nil {
 				tk.ten.output.Add(int64(n) - old)
@@ -102,5 +109,8 @@ func (tk *Ticket) leave() int64 {
 	}
 	a.requests.Add(-1)
 	a.kv.Add(-int64(tk.tokens) - out)
+	if out == 0 && tk.prefill != nil { // it ends without output: still counted in prefill
+		tk.prefill.Add(-int64(tk.tokens))
+	}
 	return out
 }

@@ -216,8 +216,9 @@ type Ticket struct {
 	// The ledger: the tally the ticket counts in (set when it is admitted, before the
 	// caller gets the ticket) and the output tokens counted there so far, or left once
 	// it has left the ledger.
-	tally *tally
-	out   atomic.Int64
+	tally   *tally
+	out     atomic.Int64
+	prefill *atomic.Int64 // its tier's prompts in prefill, which count it until its first output
 
 	// The tenant, set before the caller gets the ticket: its name ("" without tenants),
 	// its state (nil in Off mode or without tenants), the output bound of the request,

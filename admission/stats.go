@@ -23,6 +23,10 @@ type TierStats struct {
 	P95TTFT        time.Duration // as of the last feedback round; 0 unknown
 	P95TPOT        time.Duration
 	ServiceRate    float64 // completions per second over the last 30 s (serviceWindow); 0 unknown
+	// PrefillTokens is the estimated prompt tokens of the tier's requests in flight that
+	// have had no output yet, and MaxPrefillTokens its bound (0: none).
+	PrefillTokens    int64
+	MaxPrefillTokens int
 	// Offered is the demand on the tier: requests per second classified into it over
 	// the last minute (offeredWindow), whatever admission decided (admitted, queued or
 	// turned away, in shadow mode the same), slogate's own probes excluded. Divided by
@@ -67,6 +71,7 @@ func (c *Controller) Stats() Stats {
 			MinInFlight: t.cfg.MinInFlight, MaxInFlight: t.cfg.MaxInFlight, MaxQueue: t.cfg.MaxQueue,
 			MaxQueueWait: time.Duration(t.cfg.MaxQueueWait), Rate: t.rate, Burst: t.cfg.Burst, SLO: t.cfg.SLO,
 			P95TTFT: t.slo.p95TTFT, P95TPOT: t.slo.p95TPOT, ServiceRate: t.serviceRate(now), Offered: t.offered.rate(now),
+			PrefillTokens: t.prefill.Load(), MaxPrefillTokens: t.cfg.MaxPrefillTokens,
 		}
 		for k := range t.queue {
 			ts.Queued[k] = len(t.queue[k])

@@ -2,6 +2,7 @@ package admission
 
 import (
 	"slices"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/time/rate"
@@ -12,6 +13,9 @@ type tierState struct {
 	cfg      TierConfig
 	limiter  *rate.Limiter // nil when the tier has no rate
 	inFlight int
+	// prefill is the prompt tokens of the tier's requests in the ledger that have had
+	// no output yet (Ticket.Output and leave keep it, without the lock).
+	prefill atomic.Int64
 	// shadowed counts, in shadow mode, the requests in flight that enforce would not have
 	// dispatched (yet): turned away, or still in the (virtual) queue. They are outside
 	// inFlight, so the shadow decisions see the tier as enforce would have left it.
@@ -92,6 +96,21 @@ func (t *tierState) slots(c Class) int {
 		return limit
 	}
 	return limit - limit/5
+}
+
+// prefillRoom reports whether a request of n prompt tokens fits the tier's bound on
+// prompts in prefill (TierConfig.MaxPrefillTokens); with none in prefill it always does.
+func (t *tierState) prefillRoom(n int) bool {
+	max, p := int64(t.cfg.MaxPrefillTokens), t.prefill.Load()
+	return max == 0 || p == 0 || p+int64(n) <= max
+}
+
+// prefillRetry estimates when a request of n prompt tokens would fit the tier's bound on
+// prompts in prefill: the time for the excess to drain at the prefill rate the bound
+// implies (MaxPrefillTokens in one TTFT SLO), at least a second.
+func (t *tierState) prefillRetry(n int) time.Duration {
+	over := float64(t.prefill.Load() + int64(n) - int64(t.cfg.MaxPrefillTokens))
+	return max(time.Duration(over/float64(t.cfg.MaxPrefillTokens)*float64(t.cfg.SLO.TTFT)), time.Second)
 }
 
 // hold counts n more (or fewer) requests of tenant ts inside the tier's in-flight count;

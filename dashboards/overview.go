@@ -126,7 +126,7 @@ func trafficPanels() []cog.Builder[dashboard.Panel] {
 	return []cog.Builder[dashboard.Panel]{
 		stackedGraph("Requests by outcome", "Inference requests finished per second, stacked by how they ended: ok, client_cancelled, upstream_error, upstream_timeout, aborted_midstream, engine_error (an error event inside an answered stream), bad_request, rejected, shutdown (cut short at the end of a drain).", unitReqPerSec,
 			query(sumBy("outcome", rate(selModel("slogate_requests_total"))), "{{outcome}}")),
-		stackedGraph("Rejections and sheds by reason", "Requests admission turned away per second, by reason: tier-rate, engine-budget, queue-full, queue-timeout, predicted-late, saturated, engine-down, in-flight-cap, client-gone, shed. Shadow mode counts what enforce would have rejected.", unitReqPerSec,
+		stackedGraph("Rejections and sheds by reason", "Requests admission turned away per second, by reason: tier-rate, engine-budget, prefill-backlog, queue-full, queue-timeout, predicted-late, saturated, engine-down, in-flight-cap, client-gone, shed. Shadow mode counts what enforce would have rejected.", unitReqPerSec,
 			query(sumBy("reason", rate(sel("slogate_admission_decisions_total", `decision="rejected"`))), "{{reason}}")),
 		ratioGraph("Rejected share by tier", "Share of each tier's admission decisions that rejected the request.",
 			query(sumBy("tier", rate(sel("slogate_admission_decisions_total", `decision="rejected"`)))+

@@ -26,7 +26,7 @@ func (c admissionCollector) Describe(ch chan<- *prometheus.Desc) {
 		admissionInFlightDesc, admissionLimitDesc, admissionLimitMinDesc, admissionLimitMaxDesc,
 		admissionQueueLengthDesc, admissionQueueLimitDesc, admissionQueueWaitLimitDesc,
 		admissionRateLimitDesc, admissionSLODesc, admissionObservedP95Desc,
-		admissionServiceRateDesc, admissionMaxInputDesc,
+		admissionServiceRateDesc, admissionMaxInputDesc, admissionPrefillDesc, admissionPrefillLimitDesc,
 		admissionOfferedDesc, admissionSustainableDesc, admissionDemandDesc,
 	} {
 		ch <- d
@@ -109,6 +109,10 @@ func collectTier(ch chan<- prometheus.Metric, t *admission.TierStats) {
 	}
 	if t.ServiceRate > 0 {
 		ch <- gauge(admissionServiceRateDesc, t.ServiceRate, name)
+	}
+	ch <- gauge(admissionPrefillDesc, float64(t.PrefillTokens), name)
+	if t.MaxPrefillTokens > 0 {
+		ch <- gauge(admissionPrefillLimitDesc, float64(t.MaxPrefillTokens), name)
 	}
 	if t.MaxInputTokens > 0 {
 		ch <- gauge(admissionMaxInputDesc, float64(t.MaxInputTokens), name)

@@ -34,6 +34,7 @@ func (r *decisionRelay) ObserveDecision(d admission.Decision) {
 func tiersConfig() admission.Config {
 	cfg := admission.DefaultConfig()
 	cfg.Tiers[0].Rate, cfg.Tiers[0].Burst = 50, 10
+	cfg.Tiers[3].MaxPrefillTokens = 200000 // four xlongPrompts
 	cfg.Feedback.MinSamples = 2
 	return cfg
 }
@@ -122,12 +123,15 @@ type tierWant struct {
 	ttftSLO, tpotSLO       float64
 	offered                float64 // always exported
 	sustainable            float64 // 0: absent, and so is the demand ratio
+	prefill                float64 // always exported
+	prefillLimit           float64 // 0: absent
 }
 
 // add puts the tier's samples into want.
 func (w tierWant) add(want map[string]float64) {
 	tl := `{tier="` + w.name + `"}`
 	want["slogate_admission_offered_rate"+tl] = w.offered
+	want["slogate_admission_prefill_tokens"+tl] = w.prefill
 	if w.sustainable > 0 {
 		want["slogate_admission_sustainable_rate"+tl] = w.sustainable
 		want["slogate_admission_demand_ratio"+tl] = w.offered / w.sustainable
@@ -152,7 +156,7 @@ func (w tierWant) add(want map[string]float64) {
 	}
 	for name, v := range map[string]float64{
 		"slogate_admission_rate_limit": w.rate, "slogate_admission_service_rate": w.serviceRate,
-		"slogate_admission_tier_max_input_tokens": w.maxInput,
+		"slogate_admission_tier_max_input_tokens": w.maxInput, "slogate_admission_prefill_limit_tokens": w.prefillLimit,
 	} {
 		if v > 0 {
 			want[name+tl] = v
@@ -166,7 +170,7 @@ func builtinTiers() []tierWant {
 		{name: "short", limit: 64, min: 1, max: 64, queueLimit: 128, waitS: 1, rate: 50, maxInput: 2048, ttftSLO: 2, tpotSLO: 0.1},
 		{name: "medium", limit: 32, min: 1, max: 32, queueLimit: 64, waitS: 1, maxInput: 8192, ttftSLO: 2, tpotSLO: 0.1},
 		{name: "long", limit: 4, min: 1, max: 4, queueLimit: 8, waitS: 1, maxInput: 32768, ttftSLO: 2, tpotSLO: 0.1},
-		{name: "xlong", limit: 2, min: 1, max: 2, queueLimit: 4, waitS: 1, ttftSLO: 2, tpotSLO: 0.1},
+		{name: "xlong", limit: 2, min: 1, max: 2, queueLimit: 4, waitS: 1, ttftSLO: 2, tpotSLO: 0.1, prefillLimit: 200000},
 	}
 }
 
@@ -270,8 +274,8 @@ func TestAdmissionCollectorTiers(t *testing.T) {
 	waitFor(t, func() bool { return ctrl.Stats().Tiers[3].Queued[admission.Batch] == 1 })
 
 	tiers := builtinTiers()
-	tiers[0].inFlight = 3
-	tiers[3].inFlight, tiers[3].queued = 2, [3]float64{0, 1, 0}
+	tiers[0].inFlight, tiers[0].prefill = 3, 300 // no output yet: every prompt is in prefill
+	tiers[3].inFlight, tiers[3].queued, tiers[3].prefill = 2, [3]float64{0, 1, 0}, 100000
 	tiers[0].offered, tiers[3].offered = 3.0/60, 3.0/60 // three arrivals each in the last minute
 	t.Run("busy", func(t *testing.T) {
 		checkExactly(t, admissionGauges(t, reg), wantAdmission("enforce", "ok", tiers))
@@ -342,7 +346,7 @@ func TestAdmissionCollectorDemand(t *testing.T) {
 	tiers := builtinTiers()
 	tiers[0].offered, tiers[0].sustainable = 6.0/60, 0.5 // demand 0.2
 	tiers[3].offered = 12.0 / 60                         // no λ*: no demand ratio
-	tiers[3].inFlight, tiers[3].queued = 2, [3]float64{0, 4, 0}
+	tiers[3].inFlight, tiers[3].queued, tiers[3].prefill = 2, [3]float64{0, 4, 0}, 100000
 	checkExactly(t, admissionGauges(t, reg), wantAdmission("enforce", "ok", tiers))
 	for _, tk := range held {
 		tk.Done(okStream)

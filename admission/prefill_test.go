@@ -1,0 +1,124 @@
+package admission
+
+import (
+	"testing"
+	"time"
+
+	"github.com/slogate/slogate/engine"
+	"github.com/slogate/slogate/measure"
+)
+
+// prefillTier is one tier that bounds its prompts in prefill at 10,000 tokens, with
+// room for ten requests in flight and four waiting, so that only the bound holds
+// requests back.
+func prefillTier() Config {
+	return tierConfig(func(tc *TierConfig) {
+		tc.MaxInFlight, tc.MaxQueue, tc.MaxPrefillTokens = 10, 4, 10000
+	})
+}
+
+func (h *harness) prefill() int64 {
+	h.t.Helper()
+	return h.only().PrefillTokens
+}
+
+// A tier's prompts count in prefill from admission until their first output or their
+// end, whichever comes first, exactly once; a request that would take them past
+// max_prefill_tokens is turned away at once, with a Retry-After of when the excess
+// drains at the rate the bound implies; one with nothing ahead of it never is.
+func TestPrefillBound(t *testing.T) {
+	h := newHarness(t, Enforce, prefillTier())
+	a, b := h.admitNow(req(4000)), h.admitNow(req(4000))
+	if got := h.prefill(); got != 8000 {
+		t.Fatalf("two prompts of 4000 in prefill: %d tokens", got)
+	}
+	rej := h.rejectNow(req(4000), PrefillBacklog)
+	if rej.RetryAfter != time.Second { // 2,000 over, a fifth of a 1 s TTFT SLO's 10,000: at least a second
+		t.Errorf("Retry-After %v, want the 1s floor", rej.RetryAfter)
+	}
+	if rej := h.rejectNow(req(30000), PrefillBacklog); rej.RetryAfter != 2800*time.Millisecond {
+		t.Errorf("Retry-After %v for 28,000 tokens over, want 2.8s", rej.RetryAfter)
+	}
+	if got := h.prefill(); got != 8000 {
+		t.Fatalf("rejections changed the prefill count: %d", got)
+	}
+
+	a.Output(1) // a's first token: its prefill is over
+	a.Output(7) // later output changes nothing
+	if got := h.prefill(); got != 4000 {
+		t.Fatalf("after a's first token: %d tokens in prefill, want 4000", got)
+	}
+	c := h.admitNow(req(4000))
+	b.Done(measure.Result{Outcome: measure.EngineError, Status: 500}) // ends without output
+	if got := h.prefill(); got != 4000 {
+		t.Fatalf("after b ended without output: %d tokens in prefill, want c's 4000", got)
+	}
+	a.Done(ok)
+	c.Output(3)
+	c.Done(ok)
+	b.Output(5) // after Done: nothing
+	if got := h.prefill(); got != 0 {
+		t.Fatalf("all done: %d tokens in prefill", got)
+	}
+	// Alone, a prompt longer than the bound is admitted: nothing else would make it wait.
+	big := h.admitNow(req(50000))
+	h.rejectNow(req(10), PrefillBacklog)
+	big.Done(ok)
+	if got := h.prefill(); got != 0 {
+		t.Fatalf("after the long prompt: %d tokens in prefill", got)
+	}
+}
+
+// Requests waiting in the queue are dispatched only while they fit the bound: when the
+// engine stops being saturated, the queue moves on until the next one would take the
+// tier past it, and the rest wait for first tokens.
+func TestPrefillBoundQueue(t *testing.T) {
+	h := newHarness(t, Enforce, prefillTier())
+	saturated := func(s *engine.Snapshot) { s.Waiting = 100 }
+	h.eng.Set(snap(h.clock.Now(), saturated))
+	var ps []*pending
+	for i := range 3 {
+		ps = append(ps, h.admitAsync(req(4000), i+1))
+	}
+	h.eng.Set(snap(h.clock.Now()))
+	h.c.Tick()
+	first, second := h.granted(ps[0]), h.granted(ps[1])
+	if st := h.only(); st.Queued[Interactive] != 1 || st.PrefillTokens != 8000 {
+		t.Fatalf("after the pump: %d waiting, %d tokens in prefill; want 1 and 8000", st.Queued[Interactive], st.PrefillTokens)
+	}
+	first.Output(1)
+	h.c.Tick()
+	third := h.granted(ps[2])
+	for _, tk := range []*Ticket{first, second, third} {
+		tk.Done(ok)
+	}
+	if got := h.prefill(); got != 0 {
+		t.Fatalf("all done: %d tokens in prefill", got)
+	}
+}
+
+// In shadow mode a request over the bound is recorded as rejected and let through,
+// counting in prefill as it runs; in off mode nothing is counted.
+func TestPrefillBoundModes(t *testing.T) {
+	h := newHarness(t, Shadow, prefillTier())
+	a := h.admitNow(req(8000))
+	b := h.admitNow(req(8000))
+	wantDecision(t, h.rec.last(t), Decision{Tier: "t", Verdict: Rejected, Reason: PrefillBacklog, Shadow: true})
+	if got := h.prefill(); got != 16000 {
+		t.Errorf("shadow mode: %d tokens in prefill, want both requests' 16000", got)
+	}
+	a.Done(ok)
+	b.Done(ok)
+	if got := h.prefill(); got != 0 {
+		t.Errorf("shadow mode, all done: %d tokens in prefill", got)
+	}
+
+	off := newHarness(t, Off, prefillTier())
+	tks := []*Ticket{off.admitNow(req(8000)), off.admitNow(req(8000))}
+	if got := off.prefill(); got != 0 {
+		t.Errorf("off mode: %d tokens in prefill, want none counted", got)
+	}
+	for _, tk := range tks {
+		tk.Done(ok)
+	}
+}
