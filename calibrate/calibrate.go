@@ -52,6 +52,9 @@ type Plan struct {
 	Bracket   float64 // stop when the unsustainable rate is within this share above λ*; default 0.05
 	MaxPoints int     // points per tier at most; default 10
 	Seed      uint64  // of the Poisson arrivals, the same at every rate of a tier
+	// PrefillRound is the length of each of a tier's two prefill rounds (run.prefillRate);
+	// default 15s, or Round where that is shorter.
+	PrefillRound time.Duration
 }
 
 // TierPlan is one tier to calibrate: its configuration (name, input bound, SLO) and the
@@ -114,6 +117,9 @@ func (p Plan) withDefaults() Plan {
 	if p.MaxPoints <= 0 {
 		p.MaxPoints = 10
 	}
+	if p.PrefillRound <= 0 {
+		p.PrefillRound = min(15*time.Second, p.Round)
+	}
 	return p
 }
 
@@ -170,7 +176,7 @@ func (p Plan) Precision() string {
 
 // Estimate returns how long a calibration by the plan takes when every tier measures
 // MaxPoints rates and every rate brings MinRequests within Round: for each tier, the
-// reference run, then MaxPoints rounds, each its window and the wait for its last
+// reference run and the two prefill rounds, then MaxPoints rounds, each its window and the wait for its last
 // requests (a quarter of the window, at most its drain; see waitShare). A tier whose
 // knee lies far above its reference measures all MaxPoints rates (the tiny simulator's
 // do); one whose knee lies near it closes its bracket sooner, in about len(Multiples)+3;
@@ -178,7 +184,7 @@ func (p Plan) Precision() string {
 func (p Plan) Estimate() time.Duration {
 	p = p.withDefaults()
 	point := p.Round + min(time.Duration(waitShare*float64(p.Round)), p.Drain)
-	return time.Duration(len(p.Tiers)) * (p.RefDuration + time.Duration(p.MaxPoints)*point)
+	return time.Duration(len(p.Tiers)) * (p.RefDuration + 2*p.PrefillRound + time.Duration(p.MaxPoints)*point)
 }
 
 // DefaultPlan returns a plan for the tiers of cfg (with the sidecar's SLOs where a tier

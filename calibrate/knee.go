@@ -151,8 +151,16 @@ func kneedle(points []Point) (float64, bool) {
 //     the cap, cuts it (down to 1) where the engine cannot take that many;
 //   - a queue wait of the TTFT SLO minus the typical (median) TTFT at λ*, the time the
 //     engine itself needs for the first token, at least 100 ms; and a queue of rate ×
-//     wait requests, at least 1.
-func deriveLimits(k Point, idle time.Duration, slo measure.SLO) admission.TierConfig {
+//     wait requests, at least 1;
+//   - where the prefill rate is known (prefill, in prompt tokens per second; 0 when
+//     not), a bound on the tier's prompts in prefill of 0.9 × the TTFT SLO × that rate
+//     (max_prefill_tokens): the prompts the engine prefills in nine tenths of the SLO,
+//     the share of it the SLO feedback aims at. It bounds a clump of the tier's requests
+//     where it would miss its TTFT, whatever its size in requests, so the bucket need not:
+//     its burst is then at least the in-flight cap, and a clump after a quiet spell
+//     is held by the engine's prefill and the in-flight cap rather than turned away by
+//     a rate measured under steady arrivals.
+func deriveLimits(k Point, idle time.Duration, prefill float64, slo measure.SLO) admission.TierConfig {
 	rate := 0.9 * k.Offered
 	burst := max(int(math.Ceil(rate*time.Duration(slo.TTFT).Seconds())), 1)
 	if idle > 0 {
@@ -160,13 +168,23 @@ func deriveLimits(k Point, idle time.Duration, slo measure.SLO) admission.TierCo
 	}
 	inFlight := max(int(math.Ceil(2*k.Offered*k.MeanE2E.Seconds())), 1)
 	wait := max(time.Duration(slo.TTFT)-k.TTFTp50, 100*time.Millisecond)
+	var maxPrefill int
+	if tokens := prefillShare * time.Duration(slo.TTFT).Seconds() * prefill; tokens >= 1 && tokens < math.MaxInt32 {
+		maxPrefill = int(tokens)
+		burst = max(burst, inFlight)
+	}
 	return admission.TierConfig{
 		Rate: round3(rate), MaxRate: round3(1.5 * k.Offered),
 		Burst:       burst,
 		MaxInFlight: inFlight, MinInFlight: 1,
 		MaxQueue: max(int(math.Ceil(rate*wait.Seconds())), 1), MaxQueueWait: measure.Duration(wait.Round(time.Millisecond)),
-		SLO: slo,
+		MaxPrefillTokens: maxPrefill,
+		SLO:              slo,
 	}
 }
+
+// prefillShare is the share of the TTFT SLO the bound on prompts in prefill fills: the
+// SLO feedback's default target (admission.Feedback.Target).
+const prefillShare = 0.9
 
 func round3(x float64) float64 { return math.Round(x*1000) / 1000 }

@@ -1,6 +1,7 @@
 package calibrate
 
 import (
+	"math"
 	"slices"
 	"strings"
 	"testing"
@@ -144,32 +145,44 @@ func TestKneedle(t *testing.T) {
 
 func TestDeriveLimits(t *testing.T) {
 	cases := []struct {
-		name string
-		knee Point
-		idle time.Duration // the median TTFT at the lowest rate measured
-		want admission.TierConfig
+		name    string
+		knee    Point
+		idle    time.Duration // the median TTFT at the lowest rate measured
+		prefill float64       // the engine's prefill rate, prompt tokens/s; 0 unknown
+		want    admission.TierConfig
 	}{
 		{
 			// 0.9 λ* = 1.08 up to 1.5 λ* = 1.8, burst 1.08 × 5 s; twice Little: 2 × 1.2 × 8 s =
 			// 19.2 → 20; wait 5 s − 1 s; queue 1.08 × 4.
-			"rate scan knee", pt(1.2, 1.2), 2 * time.Second,
+			"rate scan knee", pt(1.2, 1.2), 2 * time.Second, 0,
 			admission.TierConfig{Rate: 1.08, MaxRate: 1.8, Burst: 6, MaxInFlight: 20, MinInFlight: 1, MaxQueue: 5, MaxQueueWait: measure.Duration(4 * time.Second), SLO: kneeSLO},
 		},
 		{
 			// The engine's own TTFT exceeds the SLO: the wait keeps its 100 ms floor.
-			"no room to queue", Point{Offered: 0.05, TTFTp50: 6 * time.Second, MeanE2E: time.Second}, 6 * time.Second,
+			"no room to queue", Point{Offered: 0.05, TTFTp50: 6 * time.Second, MeanE2E: time.Second}, 6 * time.Second, 0,
 			admission.TierConfig{Rate: 0.045, MaxRate: 0.075, Burst: 1, MaxInFlight: 1, MinInFlight: 1, MaxQueue: 1, MaxQueueWait: measure.Duration(100 * time.Millisecond), SLO: kneeSLO},
 		},
 		{
 			// Long requests of a low knee: one SLO's arrivals, 0.27 × 5 s, round to 1, but
 			// an engine that answers in 1.2 s when idle starts 4 of them inside the 5 s.
-			"low knee", Point{Offered: 0.3, TTFTp50: 2 * time.Second, MeanE2E: time.Minute}, 1200 * time.Millisecond,
+			"low knee", Point{Offered: 0.3, TTFTp50: 2 * time.Second, MeanE2E: time.Minute}, 1200 * time.Millisecond, 0,
 			admission.TierConfig{Rate: 0.27, MaxRate: 0.45, Burst: 4, MaxInFlight: 36, MinInFlight: 1, MaxQueue: 1, MaxQueueWait: measure.Duration(3 * time.Second), SLO: kneeSLO},
+		},
+		{
+			// The same with the prefill rate known, 20,000 tokens/s: the prompts in prefill
+			// are bounded at 0.9 × 5 s of it, and the burst grows to the in-flight cap.
+			"low knee, prefill rate known", Point{Offered: 0.3, TTFTp50: 2 * time.Second, MeanE2E: time.Minute}, 1200 * time.Millisecond, 20000,
+			admission.TierConfig{Rate: 0.27, MaxRate: 0.45, Burst: 36, MaxInFlight: 36, MinInFlight: 1, MaxQueue: 1, MaxQueueWait: measure.Duration(3 * time.Second), MaxPrefillTokens: 90000, SLO: kneeSLO},
+		},
+		{
+			// A rate no bound can hold (a round's arithmetic gone wrong) sets none.
+			"prefill rate out of range", pt(1.2, 1.2), 2 * time.Second, math.Inf(1),
+			admission.TierConfig{Rate: 1.08, MaxRate: 1.8, Burst: 6, MaxInFlight: 20, MinInFlight: 1, MaxQueue: 5, MaxQueueWait: measure.Duration(4 * time.Second), SLO: kneeSLO},
 		},
 	}
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
-			got := deriveLimits(tc.knee, tc.idle, kneeSLO)
+			got := deriveLimits(tc.knee, tc.idle, tc.prefill, kneeSLO)
 			if got != tc.want {
 				t.Errorf("deriveLimits =\n %+v, want\n %+v", got, tc.want)
 			}

@@ -45,7 +45,7 @@ func TestPlanOnly(t *testing.T) {
 func calibrated(knee float64) Result {
 	p := Point{Offered: knee, Throughput: knee, Completion: 1, TTFTp50: 200 * time.Millisecond, MeanE2E: 4 * time.Second}
 	slo := measure.NewSLO(2*time.Second, 100*time.Millisecond)
-	lim := deriveLimits(p, p.TTFTp50, slo)
+	lim := deriveLimits(p, p.TTFTp50, 0, slo)
 	lim.Name, lim.MaxInputTokens = "short", 2048
 	return Result{
 		Started: time.Unix(1700000000, 0).UTC(), Finished: time.Unix(1700000600, 0).UTC(), Target: "http://engine:8000", Model: "m",

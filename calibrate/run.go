@@ -31,17 +31,20 @@ type Result struct {
 
 // TierResult is one tier's measurement. Knee indexes Points (-1: none sustainable).
 type TierResult struct {
-	Tier      string                `yaml:"tier" json:"tier"`
-	Shape     synth.Shape           `yaml:"shape" json:"shape"`
-	SLO       measure.SLO           `yaml:"slo" json:"slo"`
-	Reference float64               `yaml:"reference_rps" json:"reference_rps"` // closed-loop completions/s
-	Points    []Point               `yaml:"points" json:"points"`
-	Knee      int                   `yaml:"knee" json:"knee"`
-	KneeRate  float64               `yaml:"knee_rps" json:"knee_rps"`
-	Rule      string                `yaml:"rule" json:"rule"`
-	Kneedle   float64               `yaml:"kneedle_rps,omitempty" json:"kneedle_rps,omitempty"` // the Kneedle knee, with 5 points or more
-	Limits    *admission.TierConfig `yaml:"-" json:"-"`
-	Err       string                `yaml:"error,omitempty" json:"error,omitempty"`
+	Tier      string      `yaml:"tier" json:"tier"`
+	Shape     synth.Shape `yaml:"shape" json:"shape"`
+	SLO       measure.SLO `yaml:"slo" json:"slo"`
+	Reference float64     `yaml:"reference_rps" json:"reference_rps"` // closed-loop completions/s
+	Points    []Point     `yaml:"points" json:"points"`
+	Knee      int         `yaml:"knee" json:"knee"`
+	KneeRate  float64     `yaml:"knee_rps" json:"knee_rps"`
+	Rule      string      `yaml:"rule" json:"rule"`
+	Kneedle   float64     `yaml:"kneedle_rps,omitempty" json:"kneedle_rps,omitempty"` // the Kneedle knee, with 5 points or more
+	// Prefill is the engine's prefill rate for the tier's prompts, in prompt tokens per
+	// second (run.prefillRate); 0 when the prefill rounds could not tell.
+	Prefill float64               `yaml:"prefill_tokens_per_second,omitempty" json:"prefill_tokens_per_second,omitempty"`
+	Limits  *admission.TierConfig `yaml:"-" json:"-"`
+	Err     string                `yaml:"error,omitempty" json:"error,omitempty"`
 }
 
 // Progress is told about each point measured: the tier, the point, and how many rounds
@@ -110,6 +113,7 @@ func (c *run) tier(ctx context.Context, tp TierPlan) TierResult {
 		r.Err = fmt.Sprintf("the reference run completed no request (%d sent, failures %v)", ref.Sent, ref.Failures)
 		return r
 	}
+	r.Prefill = c.prefillRate(ctx, tp.Shape)
 	for _, m := range c.plan.Multiples {
 		c.measure(ctx, &r, tp, m*r.Reference)
 	}
@@ -122,6 +126,32 @@ func (c *run) tier(ctx context.Context, tp TierPlan) TierResult {
 	}
 	c.finish(&r, tp)
 	return r
+}
+
+// prefillRate measures the engine's prefill rate for prompts of shape s, in prompt
+// tokens per second: one stream at a time (so that each request has the engine to
+// itself) sends s's prompt for PrefillRound, then a prompt a quarter as long for as
+// long, each asking for one output token; the rate is the difference of the two prompt
+// lengths over the difference of their median TTFTs. The difference leaves out what
+// every request pays whatever its length — the API server, scheduling, the first step —
+// which the TTFT of one length alone would count as prefill. Where the prompts span
+// several of the engine's chunked-prefill steps, the extra steps' overheads are in the
+// difference, and the rate is what the engine prefills of a backlog; where both fit in
+// one step it is the rate per token, somewhat above (a tenth on the simulator's
+// h20x8-flash, calibrate/prefill_test.go). It returns 0 when the rounds cannot tell:
+// a prompt too short to quarter, a round with no request completed, or a shorter prompt
+// no faster.
+func (c *run) prefillRate(ctx context.Context, s synth.Shape) float64 {
+	if s.Input < 8 {
+		return 0
+	}
+	short := s.Input / 4
+	long := c.t.ClosedRound(ctx, synth.Shape{Name: s.Name, Input: s.Input, Output: 1}, 1, c.plan.PrefillRound)
+	quarter := c.t.ClosedRound(ctx, synth.Shape{Name: s.Name, Input: short, Output: 1}, 1, c.plan.PrefillRound)
+	if long.Completed == 0 || quarter.Completed == 0 || !(long.TTFTp50 > quarter.TTFTp50) {
+		return 0
+	}
+	return float64(s.Input-short) / (long.TTFTp50 - quarter.TTFTp50)
 }
 
 // measure offers rate and inserts the point in order.
@@ -182,7 +212,7 @@ func (c *run) finish(r *TierResult, tp TierPlan) {
 		return
 	}
 	r.KneeRate = r.Points[r.Knee].Offered
-	lim := deriveLimits(r.Points[r.Knee], r.Points[0].TTFTp50, tp.Tier.SLO)
+	lim := deriveLimits(r.Points[r.Knee], r.Points[0].TTFTp50, r.Prefill, tp.Tier.SLO)
 	lim.Name, lim.MaxInputTokens = tp.Tier.Name, tp.Tier.MaxInputTokens
 	r.Limits = &lim
 }

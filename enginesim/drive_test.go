@@ -166,3 +166,24 @@ func TestVirtualErrors(t *testing.T) {
 		t.Error("OfferClosed with no clients")
 	}
 }
+
+// One client at a time in a closed loop: each request has the engine to itself, so
+// every one completes with the TTFT of a request alone on an idle engine, and the loop
+// completes one after another for the whole window.
+func TestOfferClosedAlone(t *testing.T) {
+	p := mustProfile(t, "h20x8-flash")
+	l, err := OfferClosed(p, 8192, 1, 1, time.Minute)
+	if err != nil {
+		t.Fatal(err)
+	}
+	alone, _ := openLoop(p, 8192, 1, []time.Duration{0})
+	if len(alone) != 1 {
+		t.Fatalf("a request alone: %d finished", len(alone))
+	}
+	if l.Completed < 2 || l.Sent != l.Completed || l.TTFTp50 != alone[0].TTFT || l.TTFTp95 != alone[0].TTFT {
+		t.Errorf("closed loop of one: %+v; want every request at the lone request's TTFT %v", l, alone[0].TTFT)
+	}
+	if want := float64(l.Completed) / time.Minute.Seconds(); l.Rate != want {
+		t.Errorf("rate %v, want the %d completions over the minute, %v", l.Rate, l.Completed, want)
+	}
+}

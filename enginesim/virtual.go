@@ -252,17 +252,20 @@ func OfferPoisson(p Profile, input, output int, rate float64, window, drain time
 
 // OfferClosed runs profile p in virtual time with conc clients that each send a request
 // of input prompt tokens and output generated tokens as soon as their previous one
-// finished, for dur, and returns the requests completed per second. It is deterministic
-// and safe for concurrent use.
-func OfferClosed(p Profile, input, output, conc int, dur time.Duration) (float64, error) {
+// finished, for dur, and returns the load of the requests that completed within it: a
+// closed loop offers what it completes, so its Rate, Sent and Completed all count them
+// (Rate per second of dur). It is deterministic and safe for concurrent use.
+func OfferClosed(p Profile, input, output, conc int, dur time.Duration) (Load, error) {
 	if err := checkShape(p, input, output); err != nil {
-		return 0, err
+		return Load{}, err
 	}
 	if conc < 1 || dur <= 0 {
-		return 0, fmt.Errorf("enginesim: %d clients for %v", conc, dur)
+		return Load{}, fmt.Errorf("enginesim: %d clients for %v", conc, dur)
 	}
-	rate, _ := closedLoop(p, input, output, conc, dur)
-	return rate, nil
+	_, fs := closedLoop(p, input, output, conc, dur)
+	l := summarizeLoad(fs, len(fs), dur, output)
+	l.Span = dur
+	return l, nil
 }
 
 func summarizeLoad(fs []Finished, sent int, window time.Duration, output int) Load {

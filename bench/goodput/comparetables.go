@@ -284,6 +284,9 @@ func describe(su setup) string {
 			if t.Rate > 0 {
 				d += fmt.Sprintf(", rate %g–%g req/s, burst %d", t.Rate, max(t.MaxRate, t.Rate), t.Burst)
 			}
+			if t.MaxPrefillTokens > 0 {
+				d += fmt.Sprintf(", prompts in prefill ≤ %d tokens", t.MaxPrefillTokens)
+			}
 			parts = append(parts, d)
 		}
 		if a.SharedRate {

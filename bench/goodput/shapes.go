@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"io"
-	"math"
 	"strings"
 	"time"
 
@@ -105,6 +104,7 @@ func calibrateMix(ctx context.Context, p enginesim.Profile, tiers admission.Conf
 	// cheap.
 	plan.RefDuration, plan.Round, plan.Drain = 30*time.Minute, 10*time.Minute, 20*time.Minute
 	plan.MinRequests, plan.MaxRound, plan.Seed = 200, time.Hour, seed
+	plan.PrefillRound = 2 * time.Minute // DOC-L's prompt alone takes 6 s
 	res, err := calibrate.Measure(ctx, modelRounds{p}, plan, nil)
 	res.Target, res.Model, res.Engine = "enginesim profile "+p.Name+" (virtual time)", p.Model, "sglang"
 	return res, err
@@ -239,12 +239,14 @@ func shapes(ctx context.Context, o options) (shapesRun, error) {
 type modelRounds struct{ p enginesim.Profile }
 
 func (m modelRounds) ClosedRound(_ context.Context, s synth.Shape, conc int, dur time.Duration) synth.Round {
-	rate, err := enginesim.OfferClosed(m.p, s.Input, s.Output, conc, dur)
+	l, err := enginesim.OfferClosed(m.p, s.Input, s.Output, conc, dur)
 	if err != nil {
 		return synth.Round{Failures: map[string]int{err.Error(): 1}}
 	}
-	n := int(math.Round(rate * dur.Seconds()))
-	return synth.Round{Sent: n, Succeeded: n, Completed: n, Seconds: dur.Seconds()}
+	return synth.Round{
+		Sent: l.Sent, Succeeded: l.Completed, Completed: l.Completed, Seconds: dur.Seconds(),
+		TTFTp50: l.TTFTp50.Seconds(), TTFTp95: l.TTFTp95.Seconds(), TPOTp95: l.TPOTp95.Seconds(), E2Emean: l.MeanE2E.Seconds(),
+	}
 }
 
 func (m modelRounds) OpenRound(_ context.Context, s synth.Shape, rate float64, dur time.Duration, _ bool, seed uint64, drain time.Duration) synth.Round {
@@ -280,7 +282,10 @@ func printShapes(w io.Writer, o options, sr shapesRun, took time.Duration) {
 		lim := "–"
 		if t.Limits != nil {
 			l := t.Limits
-			lim = fmt.Sprintf("rate %g–%g req/s, in flight ≤ %d, queue %d for %s", l.Rate, l.MaxRate, l.MaxInFlight, l.MaxQueue, l.MaxQueueWait)
+			lim = fmt.Sprintf("rate %g–%g req/s, burst %d, in flight ≤ %d, queue %d for %s", l.Rate, l.MaxRate, l.Burst, l.MaxInFlight, l.MaxQueue, l.MaxQueueWait)
+			if l.MaxPrefillTokens > 0 {
+				lim += fmt.Sprintf(", prompts in prefill ≤ %d tokens (prefill %.0f tokens/s)", l.MaxPrefillTokens, t.Prefill)
+			}
 		}
 		rule := t.Rule
 		if t.Err != "" {

@@ -216,8 +216,11 @@ func TestAcceptanceShapesPhase(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, tr := range sr.Cal.Tiers {
-		if tr.Limits == nil {
+		switch {
+		case tr.Limits == nil:
 			t.Errorf("tier %s not calibrated: %s", tr.Tier, tr.Err)
+		case tr.Limits.MaxPrefillTokens <= 0:
+			t.Errorf("tier %s: no bound on prompts in prefill (prefill rate %v)", tr.Tier, tr.Prefill)
 		}
 	}
 	if len(sr.Groups) != 1 || len(sr.Groups[0].Exps) != 2 || len(sr.Setups) != 6 || !(sr.Knee > 0) {
@@ -245,12 +248,20 @@ func TestAcceptanceShapesPhase(t *testing.T) {
 // calibrated tiers keep at least 95% of the best goodput at 2× and 90% at 5×; with both
 // arrival kinds they beat every other protection from 1.5× up (slogate's built-in tiers
 // may tie them) and their admitted requests meet both SLOs at least 99% of the time.
+// Both calibrations of the engine hold it: the one the real-time tables use, and one by
+// today's rules, with the bound on prompts in prefill.
 func TestAcceptanceCompareVirtual(t *testing.T) {
 	if raceEnabled {
 		t.Skip("a virtual compare phase takes minutes under -race; make acceptance runs it without -race")
 	}
+	for _, file := range []string{"testdata/calibrated-8k.yaml", "testdata/calibrated-8k-prefill.yaml"} {
+		t.Run(file, func(t *testing.T) { checkCompareVirtual(t, file) })
+	}
+}
+
+func checkCompareVirtual(t *testing.T, tiers string) {
 	o, err := parseFlags(flag.NewFlagSet("goodput", flag.ContinueOnError),
-		[]string{"-mode", "compare", "-compare-virtual", "-tiers", "testdata/calibrated-8k.yaml"})
+		[]string{"-mode", "compare", "-compare-virtual", "-tiers", tiers})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -139,7 +139,7 @@ func writeCalibration(out, reportDir string, base admission.Config, res calibrat
 
 // printCalibration prints a summary: each tier's knee and limits.
 func printCalibration(w io.Writer, res calibrate.Result, out string) {
-	fmt.Fprintf(w, "\n%-8s %10s %10s %8s %9s %6s %10s  %s\n", "tier", "shape", "knee", "rate", "in flight", "queue", "wait", "rule")
+	fmt.Fprintf(w, "\n%-8s %10s %10s %8s %9s %6s %10s %10s  %s\n", "tier", "shape", "knee", "rate", "in flight", "queue", "wait", "prefill", "rule")
 	for _, t := range res.Tiers {
 		shape := fmt.Sprintf("%d/%d", t.Shape.Input, t.Shape.Output)
 		if t.Limits == nil {
@@ -147,7 +147,16 @@ func printCalibration(w io.Writer, res calibrate.Result, out string) {
 			continue
 		}
 		l := t.Limits
-		fmt.Fprintf(w, "%-8s %10s %7.3f/s %6.3f/s %9d %6d %10s  %s\n", t.Tier, shape, t.KneeRate, l.Rate, l.MaxInFlight, l.MaxQueue, time.Duration(l.MaxQueueWait), t.Rule)
+		prefill := "-" // the prompt tokens the tier may have in prefill
+		if l.MaxPrefillTokens > 0 {
+			prefill = fmt.Sprint(l.MaxPrefillTokens)
+		}
+		fmt.Fprintf(w, "%-8s %10s %7.3f/s %6.3f/s %9d %6d %10s %10s  %s\n", t.Tier, shape, t.KneeRate, l.Rate, l.MaxInFlight, l.MaxQueue, time.Duration(l.MaxQueueWait), prefill, t.Rule)
+	}
+	for _, t := range res.Tiers {
+		if t.Limits != nil && t.Limits.MaxPrefillTokens > 0 {
+			fmt.Fprintf(w, "  %s: the engine prefills its prompts at %.0f tokens/s; max_prefill_tokens %d is 0.9 × its TTFT SLO %s of them\n", t.Tier, t.Prefill, t.Limits.MaxPrefillTokens, t.SLO.TTFT)
+		}
 	}
 	if f := res.EngineCaps(); f.VLLM() != nil {
 		fmt.Fprintf(w, "\nengine flags, a second line of defence behind slogate (sized from the same knees):\n")
