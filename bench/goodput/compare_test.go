@@ -188,3 +188,30 @@ func TestEngineCapsFromCalibration(t *testing.T) {
 		t.Error("tiers without a calibration sized caps")
 	}
 }
+
+// TestCompareVerdictsOutOfReach checks that a share target the load itself cannot
+// reach — fewer requests offered at that level than the share of the best — says so,
+// and one within reach does not.
+func TestCompareVerdictsOutOfReach(t *testing.T) {
+	for _, tt := range []struct {
+		offered2x int
+		excuse    bool
+	}{{180, true}, {300, false}} { // the best is 2.00 req/s: 95% of it is 190 in 100 s
+		cs := [][]cell{
+			row(2, nameStatic, 100, tt.offered2x, 0, nameCalibrated, 150, tt.offered2x, 0),
+			row(5, nameStatic, 150, 700, 530, nameCalibrated, 200, 700, 500),
+		}
+		var keep verdict
+		for _, v := range compareVerdicts(cs, nil) {
+			if strings.HasPrefix(v.Target, "at 2× keeps") {
+				keep = v
+			}
+		}
+		if keep.Met {
+			t.Fatalf("1.50 of the best 2.00 met the 95%% target: %+v", keep)
+		}
+		if got := strings.Contains(keep.Detail, "out of reach"); got != tt.excuse {
+			t.Errorf("%d offered at 2×: detail %q", tt.offered2x, keep.Detail)
+		}
+	}
+}

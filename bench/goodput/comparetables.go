@@ -115,8 +115,11 @@ func compareVerdicts(cs [][]cell, ideal []float64) []verdict {
 					Met:    top > 0 && g >= t.share*top,
 					Detail: fmt.Sprintf("%.3f req/s = %s of %.3f", g, pctOf(g, top), top),
 				})
+				v := &out[len(out)-1]
+				if offered := float64(cal.Sum.Offered) / cal.Sum.Window.Seconds(); !v.Met && offered < t.share*top {
+					v.Detail += fmt.Sprintf("; out of reach: the load offers %.4g req/s in all, %s of the best, so that no policy could meet it", offered, pctOf(offered, top))
+				}
 				if i < len(ideal) {
-					v := &out[len(out)-1]
 					v.Detail += fmt.Sprintf("; the ideal queue keeps %.3f = %s", ideal[i], pctOf(ideal[i], top))
 					if !v.Met && ideal[i] < t.share*top {
 						v.Detail += ", short of the target too: the arrivals leave the engine idle between bursts, and a request of a burst cannot wait its turn inside the TTFT SLO"
