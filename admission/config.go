@@ -71,7 +71,9 @@ type TierConfig struct {
 	// keeps a clump of the tier's prompts inside its TTFT SLO whatever the clump's size
 	// in requests: slogate calibrate sets it to 0.9 × the TTFT SLO × the prefill rate it
 	// measured. Only the tier's own prompts count (the delay a long prompt of another
-	// tier causes depends on the engine's chunking). 0: no bound.
+	// tier causes depends on the engine's chunking). A request that does not stream
+	// shows no output before its end: it counts until an estimate of its prefill's end
+	// (tierState.startPrefill). 0: no bound.
 	MaxPrefillTokens int `yaml:"max_prefill_tokens,omitempty"`
 	// SLO is the tier's objective; zero fields take the sidecar's SLOs. The feedback
 	// holds the engine's part to it (TTFT from dispatch: measure.DispatchLatency); the

@@ -70,6 +70,11 @@ type Request struct {
 	// choices it asks for), 0 when it sets no bound: what it reserves of its tenant's
 	// output budget (without a bound, the tenant's learned mean).
 	Output int
+	// Stream says the response streams, so that its first output reaches the ticket
+	// (Ticket.Output) and ends its prompt's count in its tier's prefill. Without a stream
+	// nothing is seen before the end: the prompt counts until an estimate of its
+	// prefill's end instead (tierState.startPrefill).
+	Stream bool
 }
 
 // Controller makes admission decisions, and keeps the ledger of the requests in flight
@@ -187,7 +192,7 @@ func (c *Controller) tierFor(n int) *tierState {
 // waits; a rejected request never counts. The caller must call the Ticket's Done when
 // the request ends, however it ends.
 func (c *Controller) Admit(ctx context.Context, r Request) (*Ticket, error) {
-	tk := &Ticket{c: c, class: r.Class, model: r.Model, prompt: r.Prompt, tokens: c.est.tokens(r.Model, r.Prompt), output: max(r.Output, 0)}
+	tk := &Ticket{c: c, class: r.Class, model: r.Model, prompt: r.Prompt, tokens: c.est.tokens(r.Model, r.Prompt), output: max(r.Output, 0), stream: r.Stream}
 	if r.Class != Probe { // slogate's own probes belong to no tenant
 		tk.tenant = r.Tenant
 	}
@@ -211,6 +216,7 @@ func (c *Controller) Admit(ctx context.Context, r Request) (*Ticket, error) {
 	admitted := w == nil && (rej == nil || d.Shadow)
 	if admitted {
 		c.enter(tk) // under the lock: the next decision sees its tokens
+		t.startPrefill(now, tk)
 	}
 	if rej != nil { // turned away, or in shadow mode would have been: it keeps nothing reserved
 		c.unreserve(tk)
@@ -250,6 +256,7 @@ func (c *Controller) decide(now time.Time, t *tierState, tk *Ticket, d *Decision
 	if rej := c.reserve(now, t, tk, d); rej != nil {
 		return nil, rej
 	}
+	t.releasePrefill(now)
 	if !t.prefillRoom(tk.tokens) {
 		d.Verdict, d.Reason = Rejected, PrefillBacklog
 		c.bypass(d, t, tk)

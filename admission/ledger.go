@@ -42,10 +42,6 @@ func (c *Controller) enter(tk *Ticket) {
 	tk.tally = a
 	a.requests.Add(1)
 	a.kv.Add(int64(tk.tokens))
-	if tk.t != nil {
-		tk.prefill = &tk.t.prefill
-		tk.prefill.Add(int64(tk.tokens))
-	}
 }
 
 // InFlight returns the requests in flight and the KV tokens they hold, over every class
@@ -84,8 +80,8 @@ func (tk *Ticket) Output(n int) {
 			return
 		}
 		if tk.out.CompareAndSwap(old, int64(n)) {
-			if old == 0 && tk.prefill != nil { // its first output: its prefill is over
-				tk.prefill.Add(-int64(tk.tokens))
+			if old == 0 { // its first output: its prefill is over
+				tk.endPrefill()
 			}
 			a.kv.Add(int64(n) - old)
 			if tk.ten != nil {
@@ -109,8 +105,14 @@ func (tk *Ticket) leave() int64 {
 	}
 	a.requests.Add(-1)
 	a.kv.Add(-int64(tk.tokens) - out)
-	if out == 0 && tk.prefill != nil { // it ends without output: still counted in prefill
+	tk.endPrefill() // it ends, if without output still counted in prefill
+	return out
+}
+
+// endPrefill takes the ticket's prompt out of its tier's prefill, if it is still there:
+// only the first call does anything. Lock-free, for the per-chunk path.
+func (tk *Ticket) endPrefill() {
+	if tk.prefill != nil && tk.inPrefill.CompareAndSwap(true, false) {
 		tk.prefill.Add(-int64(tk.tokens))
 	}
-	return out
 }

@@ -17,6 +17,14 @@ func prefillTier() Config {
 	})
 }
 
+// stream is an interactive streaming request of exactly n input tokens: its first output
+// reaches the ticket.
+func stream(n int) Request {
+	r := req(n)
+	r.Stream = true
+	return r
+}
+
 func (h *harness) prefill() int64 {
 	h.t.Helper()
 	return h.only().PrefillTokens
@@ -28,15 +36,15 @@ func (h *harness) prefill() int64 {
 // drains at the rate the bound implies; one with nothing ahead of it never is.
 func TestPrefillBound(t *testing.T) {
 	h := newHarness(t, Enforce, prefillTier())
-	a, b := h.admitNow(req(4000)), h.admitNow(req(4000))
+	a, b := h.admitNow(stream(4000)), h.admitNow(stream(4000))
 	if got := h.prefill(); got != 8000 {
 		t.Fatalf("two prompts of 4000 in prefill: %d tokens", got)
 	}
-	rej := h.rejectNow(req(4000), PrefillBacklog)
+	rej := h.rejectNow(stream(4000), PrefillBacklog)
 	if rej.RetryAfter != time.Second { // 2,000 over, a fifth of a 1 s TTFT SLO's 10,000: at least a second
 		t.Errorf("Retry-After %v, want the 1s floor", rej.RetryAfter)
 	}
-	if rej := h.rejectNow(req(30000), PrefillBacklog); rej.RetryAfter != 2800*time.Millisecond {
+	if rej := h.rejectNow(stream(30000), PrefillBacklog); rej.RetryAfter != 2800*time.Millisecond {
 		t.Errorf("Retry-After %v for 28,000 tokens over, want 2.8s", rej.RetryAfter)
 	}
 	if got := h.prefill(); got != 8000 {
@@ -48,7 +56,7 @@ func TestPrefillBound(t *testing.T) {
 	if got := h.prefill(); got != 4000 {
 		t.Fatalf("after a's first token: %d tokens in prefill, want 4000", got)
 	}
-	c := h.admitNow(req(4000))
+	c := h.admitNow(stream(4000))
 	b.Done(measure.Result{Outcome: measure.EngineError, Status: 500}) // ends without output
 	if got := h.prefill(); got != 4000 {
 		t.Fatalf("after b ended without output: %d tokens in prefill, want c's 4000", got)
@@ -61,8 +69,8 @@ func TestPrefillBound(t *testing.T) {
 		t.Fatalf("all done: %d tokens in prefill", got)
 	}
 	// Alone, a prompt longer than the bound is admitted: nothing else would make it wait.
-	big := h.admitNow(req(50000))
-	h.rejectNow(req(10), PrefillBacklog)
+	big := h.admitNow(stream(50000))
+	h.rejectNow(stream(10), PrefillBacklog)
 	big.Done(ok)
 	if got := h.prefill(); got != 0 {
 		t.Fatalf("after the long prompt: %d tokens in prefill", got)
@@ -78,7 +86,7 @@ func TestPrefillBoundQueue(t *testing.T) {
 	h.eng.Set(snap(h.clock.Now(), saturated))
 	var ps []*pending
 	for i := range 3 {
-		ps = append(ps, h.admitAsync(req(4000), i+1))
+		ps = append(ps, h.admitAsync(stream(4000), i+1))
 	}
 	h.eng.Set(snap(h.clock.Now()))
 	h.c.Tick()
@@ -101,8 +109,8 @@ func TestPrefillBoundQueue(t *testing.T) {
 // counting in prefill as it runs; in off mode nothing is counted.
 func TestPrefillBoundModes(t *testing.T) {
 	h := newHarness(t, Shadow, prefillTier())
-	a := h.admitNow(req(8000))
-	b := h.admitNow(req(8000))
+	a := h.admitNow(stream(8000))
+	b := h.admitNow(stream(8000))
 	wantDecision(t, h.rec.last(t), Decision{Tier: "t", Verdict: Rejected, Reason: PrefillBacklog, Shadow: true})
 	if got := h.prefill(); got != 16000 {
 		t.Errorf("shadow mode: %d tokens in prefill, want both requests' 16000", got)
@@ -114,11 +122,52 @@ func TestPrefillBoundModes(t *testing.T) {
 	}
 
 	off := newHarness(t, Off, prefillTier())
-	tks := []*Ticket{off.admitNow(req(8000)), off.admitNow(req(8000))}
+	tks := []*Ticket{off.admitNow(stream(8000)), off.admitNow(stream(8000))}
 	if got := off.prefill(); got != 0 {
 		t.Errorf("off mode: %d tokens in prefill, want none counted", got)
 	}
 	for _, tk := range tks {
 		tk.Done(ok)
 	}
+}
+
+// A request that does not stream shows no output before its end: it counts in prefill
+// until the estimate of its prefill's end, the prefill ahead of it and its own at the
+// rate the bound implies (10,000 tokens in the 1 s TTFT SLO), and no longer. Without a
+// bound it is not counted at all.
+func TestPrefillBoundNoStream(t *testing.T) {
+	h := newHarness(t, Enforce, prefillTier())
+	start := h.clock.Now()
+	a := h.admitNow(req(4000)) // ends its prefill at 0.4 s
+	b := h.admitNow(req(4000)) // 8,000 with a's: 0.8 s
+	h.rejectNow(req(4000), PrefillBacklog)
+	h.clock.SetTime(start.Add(400 * time.Millisecond))
+	if got := h.prefill(); got != 4000 {
+		t.Fatalf("at 0.4 s: %d tokens in prefill, want b's 4000", got)
+	}
+	c := h.admitNow(req(4000)) // 8,000 with b's: 1.2 s
+	b.Done(ok)                 // before its estimate: it leaves now, once
+	if got := h.prefill(); got != 4000 {
+		t.Fatalf("after b's end: %d tokens in prefill, want c's 4000", got)
+	}
+	h.clock.SetTime(start.Add(1199 * time.Millisecond))
+	if got := h.prefill(); got != 4000 {
+		t.Fatalf("at 1.199 s: %d tokens in prefill, want c's 4000", got)
+	}
+	h.clock.SetTime(start.Add(1200 * time.Millisecond))
+	if got := h.prefill(); got != 0 {
+		t.Fatalf("at 1.2 s: %d tokens in prefill, want none", got)
+	}
+	a.Done(ok)
+	c.Done(ok)
+	if got := h.prefill(); got != 0 {
+		t.Fatalf("all done: %d tokens in prefill", got)
+	}
+
+	unbounded := newHarness(t, Enforce, tierConfig(func(tc *TierConfig) { tc.MaxInFlight = 10 }))
+	d := unbounded.admitNow(req(4000))
+	if got := unbounded.prefill(); got != 0 {
+		t.Errorf("no bound: a request that does not stream counted, %d tokens", got)
+	}
+	d.Done(ok)
 }

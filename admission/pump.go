@@ -73,6 +73,9 @@ func (c *Controller) engineState(now time.Time, n int) Reason {
 // arrival); a tier whose next waiter the engine cannot take now (its KV tokens do not
 // fit) is passed over until the next pump. It runs under the lock.
 func (c *Controller) pump(now time.Time) {
+	for _, t := range c.all() {
+		t.releasePrefill(now)
+	}
 	blocked := map[*tierState]bool{}
 	for {
 		var best *waiter
@@ -123,6 +126,7 @@ func (c *Controller) dispatch(now time.Time, t *tierState, w *waiter) {
 	}
 	w.ticket.start, w.ticket.wait = now, now.Sub(w.enqueued)
 	c.enter(w.ticket) // under the lock, before the next waiter's engine check
+	t.startPrefill(now, w.ticket)
 	w.ch <- grant{ticket: w.ticket, wait: w.ticket.wait}
 }
 
@@ -216,9 +220,15 @@ type Ticket struct {
 	// The ledger: the tally the ticket counts in (set when it is admitted, before the
 	// caller gets the ticket) and the output tokens counted there so far, or left once
 	// it has left the ledger.
-	tally   *tally
-	out     atomic.Int64
-	prefill *atomic.Int64 // its tier's prompts in prefill, which count it until its first output
+	tally *tally
+	out   atomic.Int64
+
+	// Its place in its tier's prompts in prefill (tierState.prefill), which counts it
+	// from its dispatch until inPrefill is cleared, once: by its first output, its end,
+	// or for a request that does not stream the estimate of its prefill's end.
+	prefill   *atomic.Int64
+	inPrefill atomic.Bool
+	stream    bool
 
 	// The tenant, set before the caller gets the ticket: its name ("" without tenants),
 	// its state (nil in Off mode or without tenants), the output bound of the request,

@@ -66,6 +66,7 @@ func (c *Controller) Stats() Stats {
 	now := c.opts.Clock.Now()
 	st := Stats{Mode: c.opts.Mode, Engine: c.engineState(now, 0)}
 	for _, t := range c.tiers {
+		t.releasePrefill(now)
 		ts := TierStats{
 			Name: t.cfg.Name, MaxInputTokens: t.cfg.MaxInputTokens, InFlight: t.inFlight + t.shadowed, Limit: t.limit,
 			MinInFlight: t.cfg.MinInFlight, MaxInFlight: t.cfg.MaxInFlight, MaxQueue: t.cfg.MaxQueue,

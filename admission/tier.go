@@ -1,6 +1,7 @@
 package admission
 
 import (
+	"container/heap"
 	"slices"
 	"sync/atomic"
 	"time"
@@ -13,9 +14,11 @@ type tierState struct {
 	cfg      TierConfig
 	limiter  *rate.Limiter // nil when the tier has no rate
 	inFlight int
-	// prefill is the prompt tokens of the tier's requests in the ledger that have had
-	// no output yet (Ticket.Output and leave keep it, without the lock).
+	// prefill is the prompt tokens of the tier's requests in flight that have had no
+	// output yet (Ticket.endPrefill takes them out, without the lock); timed holds
+	// those of requests that do not stream, by the estimated end of their prefill.
 	prefill atomic.Int64
+	timed   prefillHeap
 	// shadowed counts, in shadow mode, the requests in flight that enforce would not have
 	// dispatched (yet): turned away, or still in the (virtual) queue. They are outside
 	// inFlight, so the shadow decisions see the tier as enforce would have left it.
@@ -103,6 +106,55 @@ func (t *tierState) slots(c Class) int {
 func (t *tierState) prefillRoom(n int) bool {
 	max, p := int64(t.cfg.MaxPrefillTokens), t.prefill.Load()
 	return max == 0 || p == 0 || p+int64(n) <= max
+}
+
+// startPrefill counts tk's prompt in the tier's prefill from now, as it is dispatched.
+// A request that streams leaves the count with its first output or its end; one that
+// does not can only be seen to end, so with a bound on the tier's prefill it leaves at
+// an estimate of its prefill's end instead — the prefill ahead of it and its own at the
+// rate the bound implies (MaxPrefillTokens in one TTFT SLO, an engine draining its
+// prefill first come, first served) — and without one it is not counted at all. Under
+// the lock.
+func (t *tierState) startPrefill(now time.Time, tk *Ticket) {
+	if !tk.stream && t.cfg.MaxPrefillTokens <= 0 {
+		return
+	}
+	tk.prefill = &t.prefill
+	tk.inPrefill.Store(true)
+	ahead := t.prefill.Add(int64(tk.tokens))
+	if !tk.stream {
+		d := time.Duration(float64(ahead) / float64(t.cfg.MaxPrefillTokens) * float64(t.cfg.SLO.TTFT))
+		heap.Push(&t.timed, timedPrefill{at: now.Add(d), tk: tk})
+	}
+}
+
+// releasePrefill ends the count of the requests that do not stream whose estimated
+// prefill has ended by now. Under the lock.
+func (t *tierState) releasePrefill(now time.Time) {
+	for len(t.timed) > 0 && !t.timed[0].at.After(now) {
+		heap.Pop(&t.timed).(timedPrefill).tk.endPrefill()
+	}
+}
+
+// timedPrefill is a request that does not stream, counted in its tier's prefill until at.
+type timedPrefill struct {
+	at time.Time
+	tk *Ticket
+}
+
+// prefillHeap orders timedPrefill by at, earliest first (container/heap).
+type prefillHeap []timedPrefill
+
+func (h prefillHeap) Len() int           { return len(h) }
+func (h prefillHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h prefillHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *prefillHeap) Push(x any)        { *h = append(*h, x.(timedPrefill)) }
+func (h *prefillHeap) Pop() any {
+	old := *h
+	x := old[len(old)-1]
+	old[len(old)-1] = timedPrefill{} // drop the ticket
+	*h = old[:len(old)-1]
+	return x
 }
 
 // prefillRetry estimates when a request of n prompt tokens would fit the tier's bound on

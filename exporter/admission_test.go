@@ -90,7 +90,7 @@ var okStream = measure.Result{Route: wire.RouteChatCompletions, Stream: true, St
 // admit admits a request or fails the test.
 func admit(t testing.TB, c *admission.Controller, p wire.PromptSize, class admission.Class) *admission.Ticket {
 	t.Helper()
-	tk, err := c.Admit(context.Background(), admission.Request{Model: "llama", Prompt: p, Class: class})
+	tk, err := c.Admit(context.Background(), admission.Request{Model: "llama", Prompt: p, Class: class, Stream: true})
 	if err != nil {
 		t.Fatalf("Admit: %v", err)
 	}

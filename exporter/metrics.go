@@ -280,7 +280,7 @@ var (
 	admissionServiceRateDesc = prometheus.NewDesc("slogate_admission_service_rate",
 		"The tier's completions per second over the last 30 s, from which admission predicts queue waits; absent until known.", []string{labelTier}, nil)
 	admissionPrefillDesc = prometheus.NewDesc("slogate_admission_prefill_tokens",
-		"Estimated prompt tokens of the tier's requests in flight that have had no output token yet: the prefill work the tier has queued in the engine.", []string{labelTier}, nil)
+		"Estimated prompt tokens of the tier's requests in flight that have had no output token yet (one that does not stream counts, where the tier has a max_prefill_tokens, until an estimate of its prefill's end): the prefill work the tier has queued in the engine.", []string{labelTier}, nil)
 	admissionPrefillLimitDesc = prometheus.NewDesc("slogate_admission_prefill_limit_tokens",
 		"The tier's bound on slogate_admission_prefill_tokens (max_prefill_tokens): a request that would take them past it is rejected with reason prefill-backlog; absent for tiers without one.", []string{labelTier}, nil)
 	admissionOfferedDesc = prometheus.NewDesc("slogate_admission_offered_rate",

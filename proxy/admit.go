@@ -33,6 +33,7 @@ func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
 	}
 	tk, err := p.cfg.Admission.Admit(ex.ctx, admission.Request{
 		Model: ex.req.Model, Prompt: ex.req.Prompt, Class: ex.class, Tenant: ex.tenant, Output: outputBound(ex.req),
+		Stream: ex.req.Stream,
 	})
 	if err == nil {
 		// The ticket's tenant is the one admission charged, which a reload between the

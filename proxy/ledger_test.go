@@ -198,3 +198,67 @@ func TestLedgerCountsOnlyAdmitted(t *testing.T) {
 	f.obs.wait(t, 2)
 	f.wantLedger(t, 0, 0)
 }
+
+// TestPrefillThroughProxy: a streaming request counts in its tier's prompts in prefill
+// from its admission until the proxy forwards its first output chunk, and no longer
+// while it goes on streaming. (One that does not stream would count only until an
+// estimate of its prefill's end: 40 tokens at the bound's 50,000 a second.)
+func TestPrefillThroughProxy(t *testing.T) {
+	cfg := admission.DefaultConfig()
+	for i := range cfg.Tiers {
+		cfg.Tiers[i].MaxPrefillTokens = 100000
+	}
+	s := startSim(t, enginesim.Config{})
+	f := startProxy(t, s.hs.URL, proxy.Config{InjectUsage: true, StreamIdleTimeout: time.Minute, Admission: newAdmission(t, admission.Enforce, cfg)})
+	prefill := func() int64 { return f.ledger.Stats().Tiers[0].PrefillTokens }
+	send := func(ctx context.Context, body, faults string) *http.Response {
+		t.Helper()
+		req, err := http.NewRequestWithContext(ctx, http.MethodPost, f.hs.URL+"/v1/completions", strings.NewReader(body))
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header = fault(faults)
+		resp, err := f.hs.Client().Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return resp
+	}
+
+	// Before its first output: the engine holds the whole answer back for a while.
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		resp := send(t.Context(), ledgerBody(6, true), "delay=5s")
+		defer resp.Body.Close()
+		_, _ = io.Copy(io.Discard, resp.Body)
+	}()
+	deadline := time.Now().Add(hangLimit)
+	for n, _ := f.ledger.InFlight(); n == 0; n, _ = f.ledger.InFlight() {
+		if time.Now().After(deadline) {
+			t.Fatal("the delayed request was never admitted")
+		}
+		time.Sleep(time.Millisecond)
+	}
+	if got := prefill(); got != ledgerPrompt {
+		t.Errorf("waiting for its first output: %d prompt tokens in prefill, want its %d", got, ledgerPrompt)
+	}
+	<-done
+	if got := prefill(); got != 0 {
+		t.Errorf("after it ended: %d prompt tokens in prefill", got)
+	}
+
+	// Streaming on after its first outputs: the engine stalls after three.
+	ctx, leave := context.WithCancel(t.Context())
+	resp := send(ctx, ledgerBody(6, true), "stall_after=3")
+	got := readSSE(resp.Body, func(r sseRead) bool { return r.outputs() == 3 })
+	if got.outputs() != 3 {
+		t.Fatalf("the client read %d outputs (err %v), want 3", got.outputs(), got.err)
+	}
+	f.wantLedger(t, 1, ledgerPrompt+3)
+	if got := prefill(); got != 0 {
+		t.Errorf("streaming after its first output: %d prompt tokens in prefill, want 0", got)
+	}
+	leave()
+	resp.Body.Close()
+}

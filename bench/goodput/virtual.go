@@ -205,7 +205,7 @@ func (r *virtualRun) arrive(i int, t time.Time) {
 		return
 	}
 	c := r.classes[o.Class]
-	req := admission.Request{Prompt: wire.PromptSize{TokenIDs: c.Input, Prompts: 1}, Class: admission.Interactive, Output: c.Output}
+	req := admission.Request{Prompt: wire.PromptSize{TokenIDs: c.Input, Prompts: 1}, Class: admission.Interactive, Output: c.Output, Stream: true}
 	r.waiting++
 	go func() {
 		tk, err := r.ctl.Admit(r.ctx, req)
