@@ -282,6 +282,7 @@ func (c *Controller) decide(now time.Time, t *tierState, tk *Ticket, d *Decision
 			res.CancelAt(now)
 		}
 		d.Verdict, d.Reason = Rejected, EngineBudget
+		t.rateHits++ // the tiers' rates together turned it away: the feedback may lower its cost
 		c.bypass(d, t, tk)
 		return nil, reject(t, EngineBudget, delay, "the tiers together are at the engine's budget (this tier alone may take %.3g requests/s)", t.rate)
 	}

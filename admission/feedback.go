@@ -31,8 +31,9 @@ import (
 //
 // A tier with a max_rate above its rate has its token bucket's rate adjusted in the
 // same step: cut as the cap is (never below rate) when an SLO is missed, and raised by
-// rateIncrease when the SLOs are met while arrivals were turned away for their rate
-// (never above max_rate). A calibrated rate comes from unshaped Poisson arrivals; the
+// rateIncrease when the SLOs are met while arrivals were turned away for their rate —
+// by the tier's own bucket, or by the engine budget the tiers share, where a higher rate
+// is a lower cost (shared.go) — never above max_rate. A calibrated rate comes from unshaped Poisson arrivals; the
 // arrivals admission lets through are smoother, and the engine sustains more of them.
 //
 // TTFT here is the engine's part (from dispatch), not the time spent in slogate's queue:

@@ -4,6 +4,8 @@ import (
 	"math"
 	"testing"
 	"time"
+
+	"github.com/slogate/slogate/measure"
 )
 
 // twoTiers is a short tier the engine sustains at 10 requests/s alone (burst 10) and a
@@ -96,5 +98,37 @@ func TestSharedUnits(t *testing.T) {
 	}
 	if b := newSharedBudget([]TierConfig{{Rate: 1e-300, Burst: 1}}); b == nil || b.Burst() != math.MaxInt32 {
 		t.Errorf("budget for a near-zero rate: %v", b)
+	}
+}
+
+// An arrival the shared budget turns away counts, like one the tier's own bucket turns
+// away, as demand above the tier's rate: while its SLOs hold, the feedback raises the
+// working rate towards max_rate, which lowers what each of its requests costs of the
+// budget. Without such an arrival the rate stays.
+func TestSharedRateFeedback(t *testing.T) {
+	fast := measure.Result{Status: 200, Outcome: measure.OK, Stream: true, OutputChunks: 8, TTFT: 100 * time.Millisecond, TPOT: 10 * time.Millisecond}
+	for _, turnedAway := range []bool{false, true} {
+		cfg := twoTiers(true)
+		cfg.Tiers[0].MaxRate = 20
+		cfg.Feedback = Feedback{Interval: measure.Duration(time.Second), MinSamples: 2}
+		h := newHarness(t, Enforce, cfg)
+		for range 2 { // the short tier meets its SLOs
+			h.admitNow(req(10)).Done(fast)
+		}
+		h.clock.Step(time.Second) // the budget refills
+		long := h.admitNow(req(1000))
+		if turnedAway {
+			h.rejectNow(req(10), EngineBudget)
+		}
+		h.clock.Step(time.Second)
+		h.c.Tick()
+		want := 10.0
+		if turnedAway {
+			want = 10.5
+		}
+		if got := h.tierStats("short").Rate; math.Abs(got-want) > 1e-9 {
+			t.Errorf("turned away by the budget %v: the short tier's rate is %v, want %v", turnedAway, got, want)
+		}
+		long.Done(fast)
 	}
 }

@@ -25,7 +25,7 @@ type tierState struct {
 	shadowed int
 	limit    float64              // the working in-flight cap, in [MinInFlight, MaxInFlight]
 	rate     float64              // the working rate of the token bucket, in [Rate, max(Rate, MaxRate)]
-	rateHits int                  // arrivals turned away for the rate since the feedback last ran
+	rateHits int                  // arrivals turned away for the rate (the tier's or the shared budget) since the feedback last ran
 	held     map[*tenantState]int // the requests of each tenant inside inFlight
 	queue    [numClasses][]*waiter
 	queued   int
