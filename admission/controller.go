@@ -216,7 +216,10 @@ func (c *Controller) Admit(ctx context.Context, r Request) (*Ticket, error) {
 	admitted := w == nil && (rej == nil || d.Shadow)
 	if admitted {
 		c.enter(tk) // under the lock: the next decision sees its tokens
-		t.startPrefill(now, tk)
+		// Shadow mode counts in prefill what enforce would have dispatched.
+		if !tk.shadowed {
+			t.startPrefill(now, tk)
+		}
 	}
 	if rej != nil { // turned away, or in shadow mode would have been: it keeps nothing reserved
 		c.unreserve(tk)
@@ -282,7 +285,7 @@ func (c *Controller) decide(now time.Time, t *tierState, tk *Ticket, d *Decision
 			res.CancelAt(now)
 		}
 		d.Verdict, d.Reason = Rejected, EngineBudget
-		t.rateHits++ // the tiers' rates together turned it away: the feedback may lower its cost
+		t.budgetHits++ // the tiers' rates together turned it away: the feedback may lower its cost
 		c.bypass(d, t, tk)
 		return nil, reject(t, EngineBudget, delay, "the tiers together are at the engine's budget (this tier alone may take %.3g requests/s)", t.rate)
 	}

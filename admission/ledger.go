@@ -109,6 +109,12 @@ func (tk *Ticket) leave() int64 {
 	return out
 }
 
+// PrefillDone says the request's first output can no longer be seen — the proxy passes
+// the rest of its stream through unmeasured — so that its prompt leaves its tier's
+// prompts in prefill now rather than at its end, as when its first output comes. Safe
+// for concurrent use with Output and Done; lock-free.
+func (tk *Ticket) PrefillDone() { tk.endPrefill() }
+
 // endPrefill takes the ticket's prompt out of its tier's prefill, if it is still there:
 // only the first call does anything. Lock-free, for the per-chunk path.
 func (tk *Ticket) endPrefill() {

@@ -105,21 +105,41 @@ func TestPrefillBoundQueue(t *testing.T) {
 	}
 }
 
-// In shadow mode a request over the bound is recorded as rejected and let through,
-// counting in prefill as it runs; in off mode nothing is counted.
+// Shadow mode counts in prefill what enforce would have dispatched: a request over the
+// bound is recorded as rejected and let through, but not counted, so the next decisions
+// are enforce's; one that enforce would have queued counts from when enforce would have
+// dispatched it. In off mode nothing is counted.
 func TestPrefillBoundModes(t *testing.T) {
 	h := newHarness(t, Shadow, prefillTier())
 	a := h.admitNow(stream(8000))
 	b := h.admitNow(stream(8000))
 	wantDecision(t, h.rec.last(t), Decision{Tier: "t", Verdict: Rejected, Reason: PrefillBacklog, Shadow: true})
-	if got := h.prefill(); got != 16000 {
-		t.Errorf("shadow mode: %d tokens in prefill, want both requests' 16000", got)
+	if got := h.prefill(); got != 8000 {
+		t.Errorf("shadow mode: %d tokens in prefill, want a's 8000 (enforce turned b away)", got)
 	}
-	a.Done(ok)
-	b.Done(ok)
+	a.Output(1)
+	c := h.admitNow(stream(4000)) // enforce admits it: only its own prompt in prefill
+	wantDecision(t, h.rec.last(t), Decision{Tier: "t", Verdict: Admitted, Shadow: true})
+	for _, tk := range []*Ticket{a, b, c} {
+		tk.Done(ok)
+	}
 	if got := h.prefill(); got != 0 {
 		t.Errorf("shadow mode, all done: %d tokens in prefill", got)
 	}
+
+	// One slot: a second request waits, virtually, for the first to end, and counts in
+	// prefill from then on, as enforce would have dispatched it.
+	one := newHarness(t, Shadow, tierConfig(func(tc *TierConfig) { tc.MaxQueue, tc.MaxPrefillTokens = 4, 20000 }))
+	first := one.admitNow(stream(6000))
+	second := one.admitNow(stream(6000))
+	if st := one.only(); st.Queued[Interactive] != 1 || st.PrefillTokens != 6000 {
+		t.Fatalf("shadow mode, one slot: %d waiting, %d tokens in prefill; want 1 and the first's 6000", st.Queued[Interactive], st.PrefillTokens)
+	}
+	first.Done(ok)
+	if st := one.only(); st.Queued[Interactive] != 0 || st.PrefillTokens != 6000 {
+		t.Fatalf("shadow mode, the slot freed: %d waiting, %d tokens in prefill; want 0 and the second's 6000", st.Queued[Interactive], st.PrefillTokens)
+	}
+	second.Done(ok)
 
 	off := newHarness(t, Off, prefillTier())
 	tks := []*Ticket{off.admitNow(stream(8000)), off.admitNow(stream(8000))}

@@ -119,9 +119,10 @@ func (c *Controller) dispatch(now time.Time, t *tierState, w *waiter) {
 	t.inFlight++
 	t.hold(w.ticket.ten, 1)
 	c.dispatched(w.ticket)
-	if w.virtual { // shadow mode: already in flight, now inside the count as well
+	if w.virtual { // shadow mode: already in flight, now inside the counts as well
 		t.shadowed--
 		w.ticket.shadowed, w.ticket.virtual = false, nil
+		t.startPrefill(now, w.ticket)
 		return
 	}
 	w.ticket.start, w.ticket.wait = now, now.Sub(w.enqueued)

@@ -102,33 +102,51 @@ func TestSharedUnits(t *testing.T) {
 }
 
 // An arrival the shared budget turns away counts, like one the tier's own bucket turns
-// away, as demand above the tier's rate: while its SLOs hold, the feedback raises the
-// working rate towards max_rate, which lowers what each of its requests costs of the
-// budget. Without such an arrival the rate stays.
+// away, as demand above the tier's rate: while the tier meets its SLOs, the feedback
+// raises its working rate towards max_rate, which lowers what each of its requests
+// costs of the budget — whatever the other tiers' SLOs, which hold back their own rates.
+// Without such an arrival the rate stays.
 func TestSharedRateFeedback(t *testing.T) {
 	fast := measure.Result{Status: 200, Outcome: measure.OK, Stream: true, OutputChunks: 8, TTFT: 100 * time.Millisecond, TPOT: 10 * time.Millisecond}
-	for _, turnedAway := range []bool{false, true} {
-		cfg := twoTiers(true)
-		cfg.Tiers[0].MaxRate = 20
-		cfg.Feedback = Feedback{Interval: measure.Duration(time.Second), MinSamples: 2}
-		h := newHarness(t, Enforce, cfg)
-		for range 2 { // the short tier meets its SLOs
-			h.admitNow(req(10)).Done(fast)
-		}
-		h.clock.Step(time.Second) // the budget refills
-		long := h.admitNow(req(1000))
-		if turnedAway {
-			h.rejectNow(req(10), EngineBudget)
-		}
-		h.clock.Step(time.Second)
-		h.c.Tick()
-		want := 10.0
-		if turnedAway {
-			want = 10.5
-		}
-		if got := h.tierStats("short").Rate; math.Abs(got-want) > 1e-9 {
-			t.Errorf("turned away by the budget %v: the short tier's rate is %v, want %v", turnedAway, got, want)
-		}
-		long.Done(fast)
+	slow := fast
+	slow.TTFT = 5 * time.Second // the harness's TTFT SLO is 1 s
+	for _, tc := range []struct {
+		name       string
+		turnedAway bool
+		longMisses bool
+		want       float64
+	}{
+		{"nobody turned away", false, false, 10},
+		{"turned away by the budget", true, false, 10.5},
+		{"turned away while the long tier misses its SLO", true, true, 10.5},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := twoTiers(true)
+			cfg.Tiers[0].MaxRate = 20
+			cfg.Feedback = Feedback{Interval: measure.Duration(time.Second), MinSamples: 2}
+			h := newHarness(t, Enforce, cfg)
+			for range 2 { // the short tier meets its SLOs
+				h.admitNow(req(10)).Done(fast)
+			}
+			if tc.longMisses {
+				for range 2 {
+					h.clock.Step(time.Second) // the long tier's rate: one a second
+					h.admitNow(req(1000)).Done(slow)
+				}
+			}
+			h.clock.Step(time.Second)
+			h.c.Tick()                // a first round: every tier's p95s are known
+			h.clock.Step(time.Second) // the budget refills
+			long := h.admitNow(req(1000))
+			if tc.turnedAway {
+				h.rejectNow(req(10), EngineBudget)
+			}
+			h.clock.Step(time.Second)
+			h.c.Tick()
+			if got := h.tierStats("short").Rate; math.Abs(got-tc.want) > 1e-9 {
+				t.Errorf("the short tier's rate is %v, want %v", got, tc.want)
+			}
+			long.Done(fast)
+		})
 	}
 }

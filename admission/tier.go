@@ -22,18 +22,19 @@ type tierState struct {
 	// shadowed counts, in shadow mode, the requests in flight that enforce would not have
 	// dispatched (yet): turned away, or still in the (virtual) queue. They are outside
 	// inFlight, so the shadow decisions see the tier as enforce would have left it.
-	shadowed int
-	limit    float64              // the working in-flight cap, in [MinInFlight, MaxInFlight]
-	rate     float64              // the working rate of the token bucket, in [Rate, max(Rate, MaxRate)]
-	rateHits int                  // arrivals turned away for the rate (the tier's or the shared budget) since the feedback last ran
-	held     map[*tenantState]int // the requests of each tenant inside inFlight
-	queue    [numClasses][]*waiter
-	queued   int
-	slo      sloWindow
-	finished []time.Time // recent completions, oldest first, for the service rate
-	offered  rateWindow  // arrivals classified into the tier, probes excluded (TierStats.Offered)
-	adjusted time.Time   // when the feedback last ran
-	changed  time.Time   // when the feedback last changed the cap
+	shadowed   int
+	limit      float64              // the working in-flight cap, in [MinInFlight, MaxInFlight]
+	rate       float64              // the working rate of the token bucket, in [Rate, max(Rate, MaxRate)]
+	rateHits   int                  // arrivals turned away for the tier's rate since the feedback last ran
+	budgetHits int                  // arrivals the shared budget turned away since then: to the feedback, rate hits too
+	held       map[*tenantState]int // the requests of each tenant inside inFlight
+	queue      [numClasses][]*waiter
+	queued     int
+	slo        sloWindow
+	finished   []time.Time // recent completions, oldest first, for the service rate
+	offered    rateWindow  // arrivals classified into the tier, probes excluded (TierStats.Offered)
+	adjusted   time.Time   // when the feedback last ran
+	changed    time.Time   // when the feedback last changed the cap
 }
 
 // waiter is a request waiting in a tier's queue. Its channel receives exactly one
@@ -116,15 +117,18 @@ func (t *tierState) prefillRoom(n int) bool {
 // prefill first come, first served) — and without one it is not counted at all. Under
 // the lock.
 func (t *tierState) startPrefill(now time.Time, tk *Ticket) {
-	if !tk.stream && t.cfg.MaxPrefillTokens <= 0 {
+	if !tk.stream && (t.cfg.MaxPrefillTokens <= 0 || t.cfg.SLO.TTFT <= 0) { // no rate to estimate with
 		return
 	}
 	tk.prefill = &t.prefill
 	tk.inPrefill.Store(true)
 	ahead := t.prefill.Add(int64(tk.tokens))
+	if tk.out.Load() != 0 { // shadow mode: a request counted late, past its first output
+		tk.endPrefill()
+		return
+	}
 	if !tk.stream {
-		d := time.Duration(float64(ahead) / float64(t.cfg.MaxPrefillTokens) * float64(t.cfg.SLO.TTFT))
-		heap.Push(&t.timed, timedPrefill{at: now.Add(d), tk: tk})
+		heap.Push(&t.timed, timedPrefill{at: now.Add(t.prefillTime(ahead)), tk: tk})
 	}
 }
 
@@ -157,12 +161,21 @@ func (h *prefillHeap) Pop() any {
 	return x
 }
 
+// prefillTime estimates how long the engine takes to prefill n prompt tokens at the rate
+// the tier's bound implies, MaxPrefillTokens in one TTFT SLO; at most a day, and 0
+// without a bound or an SLO.
+func (t *tierState) prefillTime(n int64) time.Duration {
+	if t.cfg.MaxPrefillTokens <= 0 || t.cfg.SLO.TTFT <= 0 {
+		return 0
+	}
+	secs := float64(n) / float64(t.cfg.MaxPrefillTokens) * time.Duration(t.cfg.SLO.TTFT).Seconds()
+	return time.Duration(min(secs, (24*time.Hour).Seconds()) * float64(time.Second))
+}
+
 // prefillRetry estimates when a request of n prompt tokens would fit the tier's bound on
-// prompts in prefill: the time for the excess to drain at the prefill rate the bound
-// implies (MaxPrefillTokens in one TTFT SLO), at least a second.
+// prompts in prefill: the time for the excess to drain (prefillTime), at least a second.
 func (t *tierState) prefillRetry(n int) time.Duration {
-	over := float64(t.prefill.Load() + int64(n) - int64(t.cfg.MaxPrefillTokens))
-	return max(time.Duration(over/float64(t.cfg.MaxPrefillTokens)*float64(t.cfg.SLO.TTFT)), time.Second)
+	return max(t.prefillTime(t.prefill.Load()+int64(n)-int64(t.cfg.MaxPrefillTokens)), time.Second)
 }
 
 // hold counts n more (or fewer) requests of tenant ts inside the tier's in-flight count;

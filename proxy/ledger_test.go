@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
 	"strings"
 	"testing"
 	"time"
@@ -13,6 +14,7 @@ import (
 	"github.com/slogate/slogate/enginesim"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/proxy"
+	"github.com/slogate/slogate/wire"
 )
 
 // ledgerPrompt is the length of ledgerBody's prompt: token ids, which admission counts
@@ -261,4 +263,39 @@ func TestPrefillThroughProxy(t *testing.T) {
 	}
 	leave()
 	resp.Body.Close()
+}
+
+// TestPrefillPassthrough: a stream whose event outgrows the proxy's parser is passed
+// through unmeasured from there on, so its first output can no longer be seen; its
+// prompt leaves the tier's prefill as passthrough starts, not at the stream's end.
+func TestPrefillPassthrough(t *testing.T) {
+	release := make(chan struct{})
+	upstream := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		big := strings.Repeat("x", wire.DefaultMaxEvent+1024)
+		fmt.Fprintf(w, "data: {\"id\":\"c\",\"object\":\"text_completion\",\"choices\":[{\"index\":0,\"text\":%q}]}\n\n", big)
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+		fmt.Fprint(w, "data: [DONE]\n\n")
+	}))
+	defer upstream.Close()
+	defer close(release)
+	cfg := admission.DefaultConfig()
+	cfg.Tiers[0].MaxPrefillTokens = 100000
+	f := startProxy(t, upstream.URL, proxy.Config{StreamIdleTimeout: time.Minute, Admission: newAdmission(t, admission.Enforce, cfg)})
+	resp, err := f.hs.Client().Post(f.hs.URL+"/v1/completions", "application/json", strings.NewReader(ledgerBody(6, true)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	if _, err := io.ReadFull(resp.Body, make([]byte, wire.DefaultMaxEvent)); err != nil {
+		t.Fatalf("reading the large event: %v", err)
+	}
+	f.wantLedger(t, 1, ledgerPrompt) // still open
+	if got := f.ledger.Stats().Tiers[0].PrefillTokens; got != 0 {
+		t.Errorf("passed through: %d prompt tokens in prefill, want 0", got)
+	}
 }

@@ -99,6 +99,9 @@ func (t *sseTap) feed(b []byte) {
 	}
 	if err := t.parser.Feed(b, t.event); errors.Is(err, wire.ErrEventTooLarge) {
 		t.passthrough = true
+		if tk := t.ex.ticket; tk != nil { // the first output, if not yet seen, will not be
+			tk.PrefillDone()
+		}
 		t.pass(t.parser.Pending())
 	}
 }
