@@ -203,8 +203,8 @@ func (c *Controller) Admit(ctx context.Context, r Request) (*Ticket, error) {
 	c.mu.Lock()
 	now := c.opts.Clock.Now()
 	t := c.tierFor(tk.tokens)
-	tk.t, tk.prefill = t, &t.prefill // set before the ticket escapes: endPrefill reads it without the lock
-	if r.Class != Probe {            // the demand on the tier is its users', whatever the verdict
+	tk.t = t              // set before the ticket escapes: endPrefill reads it without the lock
+	if r.Class != Probe { // the demand on the tier is its users', whatever the verdict
 		t.offered.add(now)
 	}
 	if ts := c.tenantOf(tk.tenant); ts != nil && r.Class != Probe {

@@ -118,7 +118,7 @@ func (tk *Ticket) PrefillDone() { tk.endPrefill() }
 // endPrefill takes the ticket's prompt out of its tier's prefill, if it is still there:
 // only the first call does anything. Lock-free, for the per-chunk path.
 func (tk *Ticket) endPrefill() {
-	if tk.prefill != nil && tk.inPrefill.CompareAndSwap(true, false) {
-		tk.prefill.Add(-int64(tk.tokens))
+	if tk.t != nil && tk.inPrefill.CompareAndSwap(true, false) {
+		tk.t.prefill.Add(-int64(tk.tokens))
 	}
 }

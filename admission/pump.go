@@ -224,10 +224,9 @@ type Ticket struct {
 	tally *tally
 	out   atomic.Int64
 
-	// Its place in its tier's prompts in prefill (tierState.prefill), which counts it
-	// from its dispatch until inPrefill is cleared, once: by its first output, its end,
-	// or for a request that does not stream the estimate of its prefill's end.
-	prefill   *atomic.Int64
+	// Its tier's prompts in prefill (tierState.prefill) count it from its dispatch
+	// until inPrefill is cleared, once: by its first output, its end, or for a request
+	// that does not stream the estimate of its prefill's end.
 	inPrefill atomic.Bool
 	stream    bool
 

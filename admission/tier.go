@@ -120,7 +120,7 @@ func (t *tierState) startPrefill(now time.Time, tk *Ticket) {
 	if !tk.stream && (t.cfg.MaxPrefillTokens <= 0 || t.cfg.SLO.TTFT <= 0) { // no rate to estimate with
 		return
 	}
-	tk.inPrefill.Store(true) // tk.prefill is &t.prefill since Admit
+	tk.inPrefill.Store(true) // t is tk.t, set in Admit
 	ahead := t.prefill.Add(int64(tk.tokens))
 	if tk.out.Load() != 0 { // shadow mode: a request counted late, past its first output
 		tk.endPrefill()
