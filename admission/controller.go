@@ -238,6 +238,7 @@ func (c *Controller) Admit(ctx context.Context, r Request) (*Ticket, error) {
 	if !admitted {
 		return nil, rej
 	}
+	tk.decision = d
 	return tk, nil
 }
 
@@ -404,5 +405,6 @@ func (c *Controller) granted(w *waiter, g grant, d Decision) (*Ticket, error) {
 	}
 	d.Verdict = Queued
 	c.observe(d)
+	g.ticket.decision = d
 	return g.ticket, nil
 }

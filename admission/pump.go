@@ -246,6 +246,8 @@ type Ticket struct {
 	// enforce would still hold it there.
 	shadowed bool
 	virtual  *waiter
+
+	decision Decision // the decision that admitted it, set before the caller gets the ticket
 }
 
 // Tier returns the name of the ticket's tier ("" in Off mode).
@@ -269,6 +271,11 @@ func (tk *Ticket) Quota() Quota { return tk.quota }
 
 // Wait returns how long the request waited in the queue.
 func (tk *Ticket) Wait() time.Duration { return tk.wait }
+
+// Decision returns the decision that admitted the request: Admitted or Queued (with
+// the reason it waited, and its wait), and whether shadow mode let it through; zero in
+// Off mode.
+func (tk *Ticket) Decision() Decision { return tk.decision }
 
 // EstimatedTokens returns the input length admission estimated for the request: what
 // it counts in the ledger for the prompt.

@@ -3,6 +3,8 @@ package exporter
 import (
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
+
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
 )
@@ -19,6 +21,8 @@ var _ interface {
 // The tier label is res.Tier, NoTier when it is empty (admission off, or the request
 // never reached it), OtherTier past MaxTierLabels distinct names. What it records:
 //   - slogate_requests_total, always;
+//   - on the three latency histograms, the request's trace id as an exemplar (label
+//     trace_id) when res.TraceID is set, which OpenMetrics scrapes carry;
 //   - time to first token as the client felt it, res.QueueWait + res.TTFT, for streams
 //     that ended OK with output: the requests and the TTFT an SLO judges
 //     (measure.ClientLatency), so that the bucket at a tier's SLO counts the requests
@@ -42,13 +46,17 @@ func (m *Metrics) Observe(req wire.Request, res measure.Result) {
 	s.request(&res, e).Inc()
 	if res.Outcome == measure.OK {
 		ts := s.tier(e)
+		var ex prometheus.Labels // the exemplar of a request whose trace is exported
+		if res.TraceID != "" {
+			ex = prometheus.Labels{labelTraceID: res.TraceID}
+		}
 		if ttft, tpot, judged := measure.ClientLatency(res); judged {
-			ts.ttft.Observe(seconds(ttft))
+			observe(ts.ttft, seconds(ttft), ex)
 			if tpot > 0 {
-				ts.tpot.Observe(seconds(tpot))
+				observe(ts.tpot, seconds(tpot), ex)
 			}
 		}
-		ts.e2e.Observe(seconds(res.QueueWait + res.E2E))
+		observe(ts.e2e, seconds(res.QueueWait+res.E2E), ex)
 	}
 	if judged, met := m.judge(&res); judged {
 		e.judged.Inc()
@@ -70,6 +78,26 @@ func (m *Metrics) Observe(req wire.Request, res measure.Result) {
 	}
 	m.observeTenant(&res)
 }
+
+// labelTraceID is the exemplar label that carries a trace id: the name Grafana's
+// Prometheus data source looks for by default.
+const labelTraceID = "trace_id"
+
+// observe records v in o, with the exemplar ex when there is one.
+func observe(o prometheus.Observer, v float64, ex prometheus.Labels) {
+	if ex != nil {
+		if eo, ok := o.(prometheus.ExemplarObserver); ok {
+			eo.ObserveWithExemplar(v, ex)
+			return
+		}
+	}
+	o.Observe(v)
+}
+
+// Judge reports whether an SLO judges res and, if so, whether res met its tier's SLO as
+// its client saw it: the rule of slogate_slo_judged_requests_total and
+// slogate_slo_met_requests_total. Safe for concurrent use; it allocates nothing.
+func (m *Metrics) Judge(res measure.Result) (judged, met bool) { return m.judge(&res) }
 
 // GapObserver returns a function that records one inter-token gap of req in
 // slogate_inter_token_gap_seconds, for measure.Options.OnGap, so gaps are recorded as

@@ -124,4 +124,8 @@ type Result struct {
 	// Tenant is the request's tenant ("" without a tenants section): one of a bounded
 	// set of names (admission.Controller.Tenant), fit for a metric label.
 	Tenant string
+	// TraceID is the id of the request's trace, 32 hex digits, when its spans are
+	// exported (sampled by the head rule or kept by the tail rule); "" otherwise. Set by
+	// the proxy; the exporter puts it on the latency histograms as an exemplar.
+	TraceID string
 }

@@ -31,6 +31,10 @@ func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
 	if ex.class != admission.Probe { // slogate's own probes belong to no tenant
 		ex.tenant = p.cfg.Admission.Tenant(ex.r.Header)
 	}
+	if ex.span != nil {
+		ex.span.enterQueue(p.cfg.Clock.Now())
+		defer func() { ex.span.leaveQueue(ex, p.cfg.Clock.Now()) }()
+	}
 	tk, err := p.cfg.Admission.Admit(ex.ctx, admission.Request{
 		Model: ex.req.Model, Prompt: ex.req.Prompt, Class: ex.class, Tenant: ex.tenant, Output: outputBound(ex.req),
 		Stream: ex.req.Stream,
@@ -44,7 +48,7 @@ func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
 	}
 	var rej *admission.Rejection
 	if errors.As(err, &rej) {
-		ex.tier = rej.Tier
+		ex.tier, ex.reject = rej.Tier, rej
 		if rej.Tenant != "" {
 			ex.tenant = rej.Tenant
 		}

@@ -43,6 +43,8 @@ type exchange struct {
 	ctx    context.Context         // the request's own context: bounds admission's wait and the upstream request
 	cancel context.CancelCauseFunc // cancels ctx
 	idle   *idleWatch              // watches a streaming response; nil when none is watched
+	span   *requestSpan            // the request's trace; nil when tracing is off
+	reject *admission.Rejection    // why admission turned it away; nil otherwise
 
 	status   int             // the status the client got; 0 until known
 	failure  measure.Outcome // set by the error handler; OK otherwise
@@ -55,6 +57,7 @@ type exchange struct {
 // 413) and reports false when the request cannot be forwarded.
 func (p *Proxy) open(w http.ResponseWriter, r *http.Request, route wire.Route) (*exchange, bool) {
 	ex := &exchange{r: r, req: wire.Request{Route: route}, clock: p.cfg.Clock, class: p.class(r)}
+	p.startSpan(ex)
 	body, err := p.readBody(w, r)
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -81,6 +84,7 @@ func (p *Proxy) open(w http.ResponseWriter, r *http.Request, route wire.Route) (
 		return nil, false
 	}
 	ex.req, ex.body = req, body
+	ex.span.inspected(req)
 	// continuous_usage_stats alone is not enough: vLLM honours it only together with
 	// include_usage (vllm/entrypoints/serve/utils/api_utils.py, should_include_usage), so
 	// such a stream would carry no usage at all.
@@ -164,6 +168,7 @@ func (ex *exchange) rewrite(out *http.Request) {
 	out.Header.Del(admission.PriorityHeader) // slogate's own; the engine has no use for them
 	out.Header.Del(ProbeKeyHeader)
 	out.GetBody = nil
+	ex.span.dispatch(out, ex.clock.Now())
 	ex.rec = measure.NewRecorder(ex.req.Route, ex.req.Stream, measure.Options{Clock: ex.clock, OnGap: ex.onGap})
 }
 

@@ -21,6 +21,8 @@ import (
 	"sync"
 	"time"
 
+	"go.opentelemetry.io/otel/trace"
+
 	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/measure"
 	"github.com/slogate/slogate/wire"
@@ -83,6 +85,15 @@ type Config struct {
 	// other classes lower a request's own priority and are anyone's to choose.
 	ProbeKey      string
 	TrustPriority bool
+
+	// Tracer makes each inference request's spans (proxy/trace.go), from a
+	// tracing.Tracing so that the tail rule applies; nil makes none, and a client's
+	// traceparent then reaches the engine as it came. Judge says whether a request met
+	// its SLO (the tail rule keeps those that did not), Engine the engine's state at
+	// dispatch; both may be nil.
+	Tracer trace.Tracer
+	Judge  Judge
+	Engine EngineState
 
 	Transport http.RoundTripper // default: a transport tuned for one local upstream
 	Observers []Observer

@@ -76,6 +76,9 @@ func (p *Proxy) report(ex *exchange) {
 	if ex.live != nil {
 		p.live.leave(ex.live)
 	}
+	if sc, kept := ex.span.end(&res, p.cfg.Judge, p.cfg.Clock.Now()); kept {
+		res.TraceID = sc.TraceID().String()
+	}
 	// The access-log line is written before the observers see the result, so whoever
 	// waits on an observer finds the line already there.
 	p.accessLog(ex, res)
@@ -142,6 +145,7 @@ func (p *Proxy) accessLog(ex *exchange, res measure.Result) {
 		slog.Float64("queue_ms", ms(res.QueueWait)),
 		slog.String("remote", ex.r.RemoteAddr),
 		slog.String("request_id", ex.r.Header.Get("X-Request-Id")),
+		slog.String("trace_id", res.TraceID),
 	)
 }
 

@@ -55,6 +55,7 @@ type Config struct {
 	EnableAdminAPI      bool          `flag:"enable-admin-api" env:"SLOGATE_ENABLE_ADMIN_API" envDefault:"false" help:"serve the admin endpoints that change what slogate does: POST /-/reload, /-/probe and /-/calibrate; off, they answer 403"`
 	TrustClientPriority bool          `flag:"trust-client-priority" env:"SLOGATE_TRUST_CLIENT_PRIORITY" envDefault:"false" help:"let any client mark requests as probes (X-Slogate-Priority: probe: kept out of the live metrics, admitted from headroom), e.g. for slogate probe run from outside the pod; off, only the sidecar's own prober may, and other claims are served as interactive"`
 	WebConfigFile       string        `flag:"web-config-file" env:"SLOGATE_WEB_CONFIG_FILE" envDefault:"" help:"exporter-toolkit web config (TLS, basic auth) for the admin listener"`
+	TraceSampleRatio    float64       `flag:"trace-sample-ratio" env:"SLOGATE_TRACE_SAMPLE_RATIO" envDefault:"0.01" help:"share of requests, among those whose client sent no sampled traceparent, whose traces are exported; traces are on when OTEL_EXPORTER_OTLP_ENDPOINT or OTEL_EXPORTER_OTLP_TRACES_ENDPOINT is set, and requests that fail, are rejected or miss their SLO are exported whatever the share"`
 	Push                              // --push-url, --push-labels
 	PushInterval        time.Duration `flag:"push-interval" env:"SLOGATE_PUSH_INTERVAL" envDefault:"15s" help:"how often to push when --push-url is set"`
 	NativeHist          bool          `flag:"native-histograms" env:"SLOGATE_NATIVE_HISTOGRAMS" envDefault:"false" help:"also expose native histograms, for Prometheus servers that scrape them"`
@@ -129,6 +130,9 @@ func (c Config) check() error {
 	}
 	if !(c.ProbeMaxLoad > 0 && c.ProbeMaxLoad <= 1) || c.ProbeJitter < 0 || c.ProbeJitter > 1 {
 		return errors.New("--probe-max-load must be in (0,1] and --probe-jitter in [0,1]")
+	}
+	if !(c.TraceSampleRatio >= 0 && c.TraceSampleRatio <= 1) {
+		return fmt.Errorf("--trace-sample-ratio %g: want a share in [0,1]", c.TraceSampleRatio)
 	}
 	if c.ProbeHistoryRuns < 2 || c.ProbeHistoryBytes <= 0 {
 		return errors.New("--probe-history-runs must be at least 2 (a run is compared with the one before) and --probe-history-bytes positive")

@@ -25,6 +25,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/calibrate"
@@ -36,6 +37,7 @@ import (
 	"github.com/slogate/slogate/proxy"
 	statuspage "github.com/slogate/slogate/status"
 	"github.com/slogate/slogate/synth"
+	"github.com/slogate/slogate/tracing"
 )
 
 // Options are what a program embedding the sidecar supplies besides its settings. The
@@ -72,6 +74,7 @@ type Sidecar struct {
 	proxy     *proxy.Proxy
 	metrics   *exporter.Metrics
 	live      *statuspage.Window // recent live requests, for the status page
+	tracing   *tracing.Tracing   // nil unless an OTLP endpoint is set
 
 	prober      *synth.Schedule     // nil without scheduled probes
 	history     *history.Store      // nil without --probe-history-dir
@@ -139,12 +142,21 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 	relay.decisions = s.metrics
 	s.live = statuspage.NewWindow(statuspage.WindowOptions{Clock: s.clock})
 	upstream, _ := url.Parse(cfg.Upstream) // checked by cfg.check
+	if s.tracing, err = tracing.New(context.Background(), tracing.Config{SampleRatio: cfg.TraceSampleRatio, Version: Version()}); err != nil {
+		return nil, err
+	}
+	var tracer trace.Tracer
+	if s.tracing != nil {
+		tracer = s.tracing.Tracer()
+		log.Info("exporting traces over OTLP", "sample_ratio", cfg.TraceSampleRatio)
+	}
 	s.proxy = proxy.New(proxy.Config{
 		Upstream: upstream, MaxBodyBytes: cfg.MaxBodyBytes, BodyTimeout: cfg.BodyTimeout, InjectUsage: cfg.InjectUsage,
 		UpstreamTimeout: cfg.UpstreamTimeout, StreamIdleTimeout: cfg.StreamIdleTimeout,
 		ProbeKey: s.probeKey, TrustPriority: cfg.TrustClientPriority,
 		Observers: append([]proxy.Observer{s.metrics, s.live}, opts.Observers...), Logger: log,
 		Admission: s.admission, Clock: s.clock,
+		Tracer: tracer, Judge: s.metrics, Engine: s.scraper,
 	})
 	if err := s.newGPUs(opts.GPUs); err != nil {
 		return nil, err
@@ -280,7 +292,21 @@ func (s *Sidecar) Close() {
 		s.data.Close()
 		s.admin.Close()
 		s.gpus.Close()
+		s.stopTracing()
 	})
+}
+
+// stopTracing exports the spans still queued, within a few seconds, and stops the
+// exporter.
+func (s *Sidecar) stopTracing() {
+	if s.tracing == nil {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := s.tracing.Shutdown(ctx); err != nil {
+		s.log.Warn("exporting the last spans failed", "err", err)
+	}
 }
 
 // Run serves clients and the admin listener, and runs the background loops (engine
@@ -297,7 +323,7 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	}
 	bg, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	defer func() { stop(); wg.Wait(); s.gpus.Close() }()
+	defer func() { stop(); wg.Wait(); s.gpus.Close(); s.stopTracing() }()
 	wg.Go(func() { _ = s.scraper.Run(bg) })
 	wg.Go(func() { s.admission.Run(bg, 20*time.Millisecond) })
 	if s.reloads != nil {
