@@ -123,6 +123,38 @@ func TestEveryPanelHasDescriptionUnitAndDatasource(t *testing.T) {
 	}
 }
 
+// TestLatencyPanelsShowExemplars: the panels of the histograms that carry trace ids as
+// exemplars (TTFT, TPOT, E2E) ask for them on exactly one query, and no other panel asks
+// (only those histograms have them).
+func TestLatencyPanelsShowExemplars(t *testing.T) {
+	withExemplars := map[string]bool{}
+	for file, b := range decoded(t) {
+		for _, p := range b.panels() {
+			n := 0
+			for _, q := range p.Targets {
+				if !q.Exemplar {
+					continue
+				}
+				n++
+				if !strings.Contains(q.Expr, ttftHistogram) && !strings.Contains(q.Expr, tpotHistogram) && !strings.Contains(q.Expr, e2eHistogram) {
+					t.Errorf("%s: panel %q asks for exemplars of %s, which has none", file, p.Title, q.Expr)
+				}
+			}
+			if n > 1 {
+				t.Errorf("%s: panel %q asks for exemplars on %d queries; each point would show %d times", file, p.Title, n, n)
+			}
+			if n == 1 {
+				withExemplars[p.Title] = true
+			}
+		}
+	}
+	for _, title := range []string{"TTFT p50 / p95 / p99 by tier and model", "TPOT p50 / p95 / p99 by tier and model", "E2E p50 / p95 / p99 by tier and model"} {
+		if !withExemplars[title] {
+			t.Errorf("panel %q does not show exemplars", title)
+		}
+	}
+}
+
 func TestRatesUseRateInterval(t *testing.T) {
 	for _, e := range allExprs(t) {
 		for _, arg := range rangeFunctionArgs(e.expr) {

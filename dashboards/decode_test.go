@@ -37,7 +37,8 @@ type panel struct {
 		UID string `json:"uid"`
 	} `json:"datasource"`
 	Targets []struct {
-		Expr string `json:"expr"`
+		Expr     string `json:"expr"`
+		Exemplar bool   `json:"exemplar"`
 	} `json:"targets"`
 	FieldConfig struct {
 		Defaults struct {

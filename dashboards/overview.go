@@ -103,15 +103,27 @@ func percentiles(histogram, by, legend string, bucketSel func(string, ...string)
 	return out
 }
 
+// withExemplars asks Grafana for the exemplars of the p99 query's buckets: the trace ids
+// slogate puts on its latency histograms for requests whose traces it exports, drawn as
+// points that link to the trace (docs/operations.md, Tracing). One query per panel
+// asks, or every point would show three times.
+func withExemplars(qs []*prometheus.DataqueryBuilder) []*prometheus.DataqueryBuilder {
+	qs[len(qs)-1].Exemplar(true)
+	return qs
+}
+
+// exemplarNote ends the description of a panel that shows exemplars.
+const exemplarNote = " Points are exemplars: requests whose traces slogate exported (sampled, failed or over their SLO); each links to its trace."
+
 // latencyPanels are the latency percentiles.
 func latencyPanels() []cog.Builder[dashboard.Panel] {
 	return []cog.Builder[dashboard.Panel]{
-		graph("TTFT p50 / p95 / p99 by tier and model", "Time to first token as the client felt it at slogate (admission queue wait included), of streamed requests that ended ok, from the histogram's classic buckets.", unitSeconds,
-			percentiles(ttftHistogram, "tier, model", "{{tier}} {{model}}", selModel)...).Min(0),
-		graph("TPOT p50 / p95 / p99 by tier and model", "Per-request time per output token, (E2E - TTFT) / (output tokens - 1) from dispatch, of streamed requests that ended ok with two or more output tokens.", unitSeconds,
-			percentiles(tpotHistogram, "tier, model", "{{tier}} {{model}}", selModel)...).Min(0),
-		graph("E2E p50 / p95 / p99 by tier and model", "Request duration as the client felt it at slogate (admission queue wait included), of requests that ended ok, streamed or not.", unitSeconds,
-			percentiles(e2eHistogram, "tier, model", "{{tier}} {{model}}", selModel)...).Min(0),
+		graph("TTFT p50 / p95 / p99 by tier and model", "Time to first token as the client felt it at slogate (admission queue wait included), of streamed requests that ended ok, from the histogram's classic buckets."+exemplarNote, unitSeconds,
+			withExemplars(percentiles(ttftHistogram, "tier, model", "{{tier}} {{model}}", selModel))...).Min(0),
+		graph("TPOT p50 / p95 / p99 by tier and model", "Per-request time per output token, (E2E - TTFT) / (output tokens - 1) from dispatch, of streamed requests that ended ok with two or more output tokens."+exemplarNote, unitSeconds,
+			withExemplars(percentiles(tpotHistogram, "tier, model", "{{tier}} {{model}}", selModel))...).Min(0),
+		graph("E2E p50 / p95 / p99 by tier and model", "Request duration as the client felt it at slogate (admission queue wait included), of requests that ended ok, streamed or not."+exemplarNote, unitSeconds,
+			withExemplars(percentiles(e2eHistogram, "tier, model", "{{tier}} {{model}}", selModel))...).Min(0),
 		graph("Queue wait p50 / p95 / p99 by tier", "Time requests waited in their tier's admission queue before dispatch (0 when admitted at once), of every request admission dispatched.", unitSeconds,
 			percentiles(waitHistogram, "tier", "{{tier}}", sel)...).Min(0),
 		heatmapPanel("TTFT distribution", "Streamed requests that ended ok per second, by TTFT bucket (queue wait included), all tiers and models together.", unitSeconds,
