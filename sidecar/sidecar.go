@@ -148,6 +148,11 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 	var tracer trace.Tracer
 	if s.tracing != nil {
 		tracer = s.tracing.Tracer()
+		t := s.tracing
+		s.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
+			Name: "slogate_trace_spans_dropped_total",
+			Help: "Spans of requests the head rule did not sample that were dropped because the tail rule already held as many as it may (65536) until their requests end.",
+		}, func() float64 { return float64(t.Dropped()) }))
 		log.Info("exporting traces over OTLP", "sample_ratio", cfg.TraceSampleRatio)
 	}
 	s.proxy = proxy.New(proxy.Config{

@@ -214,6 +214,9 @@ func TestServeTraces(t *testing.T) {
 		chat(t, "http://"+data, tc.prompt, opts...)
 	}
 	exemplars := scrapeExemplars(t, "http://"+admin+"/metrics")
+	if m := simtest.Get(t, "http://"+admin+"/metrics"); !strings.Contains(m, "\nslogate_trace_spans_dropped_total 0\n") {
+		t.Error("/metrics lacks slogate_trace_spans_dropped_total 0")
+	}
 
 	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)
