@@ -73,6 +73,8 @@ type requestSpan struct {
 	queue  trace.Span // while the request is in admission
 	call   trace.Span // from dispatch until the request ends
 	attrs  []attribute.KeyValue
+	model  string // the model the answer names
+	read   bool   // the answer's model was looked for
 }
 
 // startSpan opens the request's span, continuing the trace of the client's traceparent
@@ -194,6 +196,15 @@ func appendFinite(attrs []attribute.KeyValue, k attribute.Key, v float64) []attr
 	return append(attrs, k.Float64(v))
 }
 
+// answered reads the model the engine's answer names from its first event (or its
+// body), once.
+func (s *requestSpan) answered(data []byte) {
+	if s == nil || s.read {
+		return
+	}
+	s.read, s.model = true, wire.ResponseModel(data)
+}
+
 // end closes the request's spans with its measurement and says whether its trace is
 // exported: sampled by the head rule, or kept by the tail rule (tracing.Keep).
 func (s *requestSpan) end(res *measure.Result, j Judge, now time.Time) (trace.SpanContext, bool) {
@@ -209,6 +220,9 @@ func (s *requestSpan) end(res *measure.Result, j Judge, now time.Time) (trace.Sp
 		s.call.End(trace.WithTimestamp(res.Start.Add(res.E2E)))
 	}
 	attrs := append(s.attrs, attrOutcome.String(res.Outcome.String()), semconv.HTTPResponseStatusCode(res.Status))
+	if s.model != "" {
+		attrs = append(attrs, semconv.GenAIResponseModel(s.model))
+	}
 	if res.InputTokens > 0 {
 		attrs = append(attrs, semconv.GenAIUsageInputTokens(res.InputTokens))
 	}

@@ -280,6 +280,9 @@ func TestServeTraces(t *testing.T) {
 			if tc.engine {
 				wantEvents = []string{"slogate.admission", "slogate.dispatch", "slogate.first_token", "slogate.end"}
 				need := []string{"gen_ai.usage.output_tokens", "gen_ai.server.time_to_first_token", "slogate.engine.kv_usage", "slogate.engine.waiting", "gen_ai.provider.name"}
+				if got["gen_ai.response.model"] != "sim-tiny" {
+					t.Errorf("gen_ai.response.model = %q, want the model the engine's chunks name, sim-tiny", got["gen_ai.response.model"])
+				}
 				if tc.outcome == "ok" { // a stream cut short has no usage report and no finish reason
 					need = append(need, "gen_ai.usage.input_tokens", "gen_ai.response.finish_reasons")
 				}
