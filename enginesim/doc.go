@@ -12,6 +12,6 @@
 // Server puts the Scheduler behind the engines' HTTP API in real time: completions and
 // chat (streaming or not), /v1/models, /tokenize, /health, /metrics with either engine's
 // metric names, the engines' own admission caps (Config.MaxNumQueuedReqs,
-// MaxNumQueuedTokens, MaxQueuedRequests; caps.go), and deliberate faults (see Faults) for
-// testing what sits in front of it.
+// MaxNumQueuedTokens, MaxQueuedRequests; caps.go), vLLM's request spans (Config.Tracer;
+// trace.go), and deliberate faults (see Faults) for testing what sits in front of it.
 package enginesim

@@ -25,6 +25,7 @@ type job struct {
 	output  int
 	reason  string
 	faults  Faults
+	trace   *reqTrace // nil unless the server traces (trace.go)
 }
 
 // serveGenerate serves POST /v1/completions, /v1/chat/completions, /v1/responses
@@ -121,6 +122,9 @@ func (s *Server) admitJob(r *http.Request) (*job, int, *wire.APIError) {
 	if p := s.cfg.Profile; p.PrefixCaching {
 		j.hashes = blockHashes(ids, p.BlockSize)
 	}
+	if s.cfg.Tracer != nil {
+		j.trace = newReqTrace(r.Header, body, j)
+	}
 	return j, 0, nil
 }
 
@@ -185,6 +189,7 @@ func (s *Server) submit(j *job) (*stream, capHit) {
 		ID: j.id, PromptTokens: j.prompt, OutputTokens: j.output, FinishReason: j.reason,
 		MaxTokens: j.req.MaxTokens, BlockHashes: j.hashes, Arrival: j.arrival,
 	})
+	s.traceSubmit(j)
 	s.changed.Broadcast()
 	s.mu.Unlock()
 	select {
@@ -201,6 +206,7 @@ func (s *Server) release(id uint64) {
 	defer s.mu.Unlock()
 	delete(s.streams, id)
 	s.sched.Abort(time.Now(), id)
+	s.traceRelease(id)
 	s.changed.Broadcast()
 }
 

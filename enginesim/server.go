@@ -14,6 +14,7 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/internal/signal"
@@ -49,6 +50,14 @@ type Config struct {
 	// wait in the scheduler's queue (running ones do not count); 503, or for a streamed
 	// request an error event in a 200 stream.
 	MaxQueuedRequests int
+
+	// Tracer, when set, traces requests as vLLM does with --otlp-traces-endpoint
+	// (trace.go): every generation request the scheduler takes ends with one span,
+	// "llm_request", kind server, from its arrival to its finish, the child of the W3C
+	// traceparent and tracestate of its HTTP request, with vLLM's attributes. Spans end on
+	// the engine's loop under its lock, so the tracer's span processor must not block (an
+	// SDK tracer with a batch span processor does not). Nil: no tracing, at no cost.
+	Tracer trace.Tracer
 }
 
 // Server is a model of an inference engine (vLLM or SGLang) behind their HTTP API: it
@@ -71,6 +80,7 @@ type Server struct {
 	asleep  bool       // vLLM sleep mode: no steps until wake_up (sleep.go)
 	sched   *Scheduler
 	streams map[uint64]*stream
+	traces  map[uint64]*reqTrace // of the requests the scheduler took; nil without a Tracer (trace.go)
 	nextID  uint64
 	changed signal.Changed // of the engine's state (Await)
 }
@@ -112,8 +122,11 @@ func NewServer(cfg Config) (*Server, error) {
 		wake:    make(chan struct{}, 1),
 		streams: make(map[uint64]*stream),
 	}
+	if cfg.Tracer != nil {
+		s.traces = make(map[uint64]*reqTrace)
+	}
 	s.metrics = newSimMetrics(s.reg, cfg.Flavor, cfg.Profile, s.Stats)
-	s.sched = NewScheduler(cfg.Profile, s.metrics.hooks())
+	s.sched = NewScheduler(cfg.Profile, s.traceHooks(s.metrics.hooks()))
 	s.routes()
 	return s, nil
 }

@@ -208,6 +208,7 @@ func (f Faults) cut(sent, k int) (bool, int) {
 // [DONE], as vLLM and SGLang end a generation that failed (error).
 func (s *Server) fail(w http.ResponseWriter, rc *http.ResponseController, r *http.Request, a *answer) {
 	kind, _ := a.j.faults.first()
+	s.traceCut(a.j, kind)
 	if kind == cutError {
 		kind = a.failed(s)
 	}
@@ -262,6 +263,7 @@ func (s *Server) answerJob(w http.ResponseWriter, r *http.Request, j *job, st *s
 	case cutError:
 		// A non-streaming answer whose generation failed is an error response with the
 		// status in its code (vLLM: GenerationError -> create_error_response).
+		s.traceCut(j, kind)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusInternalServerError)
 		_, _ = io.WriteString(w, s.errorEvent())

@@ -8,6 +8,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -33,10 +34,11 @@ type simSettings struct {
 	PrefixCaching    string        `flag:"prefix-caching" env:"SLOGATE_SIM_PREFIX_CACHING" envDefault:"" help:"true or false: override the profile's prefix caching; empty: the profile's"`
 	LongPrefill      int           `flag:"long-prefill-token-threshold" env:"SLOGATE_SIM_LONG_PREFILL_TOKEN_THRESHOLD" envDefault:"0" help:"a request's prefill takes at most this many tokens of a step, as vLLM's --long-prefill-token-threshold, leaving the rest to the requests behind a long prompt; 0: off"`
 	// The engines' own admission caps, as their flags name them (docs/simulator.md).
-	MaxNumQueuedReqs   int `flag:"max-num-queued-reqs" env:"SLOGATE_SIM_MAX_NUM_QUEUED_REQS" envDefault:"0" help:"vLLM flavour: refuse a request with 503 when this many are waiting or running, as vLLM's --max-num-queued-reqs; 0: off"`
-	MaxNumQueuedTokens int `flag:"max-num-queued-tokens" env:"SLOGATE_SIM_MAX_NUM_QUEUED_TOKENS" envDefault:"0" help:"vLLM flavour: refuse a request with 503 when the prompts not yet past prefill add up to this many tokens, as vLLM's --max-num-queued-tokens; 0: off"`
-	MaxQueuedRequests  int `flag:"max-queued-requests" env:"SLOGATE_SIM_MAX_QUEUED_REQUESTS" envDefault:"0" help:"SGLang flavour: refuse a request (503, or an error event when streamed) when this many wait in the queue, as SGLang's --max-queued-requests; 0: off"`
-	sidecar.Log            // --log-level, --log-format
+	MaxNumQueuedReqs   int    `flag:"max-num-queued-reqs" env:"SLOGATE_SIM_MAX_NUM_QUEUED_REQS" envDefault:"0" help:"vLLM flavour: refuse a request with 503 when this many are waiting or running, as vLLM's --max-num-queued-reqs; 0: off"`
+	MaxNumQueuedTokens int    `flag:"max-num-queued-tokens" env:"SLOGATE_SIM_MAX_NUM_QUEUED_TOKENS" envDefault:"0" help:"vLLM flavour: refuse a request with 503 when the prompts not yet past prefill add up to this many tokens, as vLLM's --max-num-queued-tokens; 0: off"`
+	MaxQueuedRequests  int    `flag:"max-queued-requests" env:"SLOGATE_SIM_MAX_QUEUED_REQUESTS" envDefault:"0" help:"SGLang flavour: refuse a request (503, or an error event when streamed) when this many wait in the queue, as SGLang's --max-queued-requests; 0: off"`
+	OTLPTracesEndpoint string `flag:"otlp-traces-endpoint" env:"SLOGATE_SIM_OTLP_TRACES_ENDPOINT" envDefault:"" help:"export a span per request to this OTLP endpoint URL, as vLLM's --otlp-traces-endpoint (docs/simulator.md, Traces): gRPC, or OTLP/HTTP with OTEL_EXPORTER_OTLP_TRACES_PROTOCOL=http/protobuf (then the URL includes /v1/traces); empty: no traces"`
+	sidecar.Log               // --log-level, --log-format
 }
 
 const simAbout = `slogate sim runs a MODEL of an LLM inference engine, not an engine: it loads no
@@ -66,6 +68,21 @@ func runSim(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	cfg.Logger = log
+	if set.OTLPTracesEndpoint != "" {
+		tp, err := enginesim.TracerProvider(ctx, set.OTLPTracesEndpoint, os.Getenv("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"))
+		if err != nil {
+			return err
+		}
+		defer func() {
+			// Flush what is batched, as vLLM's atexit shutdown of its provider does.
+			flushCtx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+			defer cancel()
+			if err := tp.Shutdown(flushCtx); err != nil {
+				log.Warn("flushing traces", "err", err)
+			}
+		}()
+		cfg.Tracer = tp.Tracer("github.com/slogate/slogate/enginesim")
+	}
 	srv, err := enginesim.NewServer(cfg)
 	if err != nil {
 		return err

@@ -22,6 +22,8 @@ import (
 
 	"github.com/openai/openai-go/v3"
 	"github.com/openai/openai-go/v3/option"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
 	commonpb "go.opentelemetry.io/proto/otlp/common/v1"
 	tracepb "go.opentelemetry.io/proto/otlp/trace/v1"
@@ -159,8 +161,13 @@ func TestServeTraces(t *testing.T) {
 	otlp := httptest.NewServer(recv)
 	defer otlp.Close()
 	var seen traceparents
+	// The simulator traces as vLLM does (enginesim/trace.go): a span per request under the
+	// traceparent it got, with the SDK's default sampler, which follows the parent's flag.
+	engineSpans := tracetest.NewInMemoryExporter()
+	engineTP := sdktrace.NewTracerProvider(sdktrace.WithSyncer(engineSpans))
+	defer engineTP.Shutdown(context.Background())
 	p, _ := enginesim.LookupProfile("tiny")
-	up := simtest.WrappedEngine(t, enginesim.Config{Profile: p}, seen.wrap)
+	up := simtest.WrappedEngine(t, enginesim.Config{Profile: p, Tracer: engineTP.Tracer("enginesim")}, seen.wrap)
 	tiers := filepath.Join(t.TempDir(), "tiers.yaml")
 	if err := os.WriteFile(tiers, []byte(tracingTiers), 0o600); err != nil {
 		t.Fatal(err)
@@ -299,6 +306,19 @@ func TestServeTraces(t *testing.T) {
 				if wantTP := "00-" + ids[i] + "-" + hex.EncodeToString(call.SpanId) + "-" + flags; len(tps) != 1 || tps[0] != wantTP {
 					t.Errorf("the engine received traceparents %v, want [%s]: slogate's engine span as the parent, the head rule's flag", tps, wantTP)
 				}
+				// The engine's own span hangs under slogate's engine exchange when the head
+				// rule sampled the request, and is not written when it did not.
+				var eng []sdktrace.ReadOnlySpan
+				if tc.sampled {
+					simtest.WaitFor(t, "the engine's span", 10*time.Second, func() bool { return len(engineSpansOf(engineSpans, ids[i])) > 0 })
+				}
+				eng = engineSpansOf(engineSpans, ids[i])
+				switch {
+				case !tc.sampled && len(eng) > 0:
+					t.Errorf("the engine wrote %d spans of a trace the head rule did not sample", len(eng))
+				case tc.sampled && (len(eng) != 1 || eng[0].Name() != "llm_request" || eng[0].Parent().SpanID().String() != hex.EncodeToString(call.SpanId)):
+					t.Errorf("the engine's spans %v; want one llm_request, the child of slogate's engine span %x", eng, call.SpanId)
+				}
 			} else if len(seen.of(ids[i])) != 0 {
 				t.Errorf("a rejected request reached the engine: %v", seen.of(ids[i]))
 			}
@@ -334,6 +354,17 @@ func TestServeTraces(t *testing.T) {
 			}
 		}
 	})
+}
+
+// engineSpansOf returns the spans the engine wrote in trace id (hex).
+func engineSpansOf(e *tracetest.InMemoryExporter, id string) []sdktrace.ReadOnlySpan {
+	var out []sdktrace.ReadOnlySpan
+	for _, s := range e.GetSpans().Snapshots() {
+		if s.SpanContext().TraceID().String() == id {
+			out = append(out, s)
+		}
+	}
+	return out
 }
 
 // chat sends one streamed chat completion through the OpenAI client and reads it to its
