@@ -84,7 +84,7 @@ func (p *Proxy) open(w http.ResponseWriter, r *http.Request, route wire.Route) (
 		return nil, false
 	}
 	ex.req, ex.body = req, body
-	ex.span.inspected(req)
+	ex.span.inspected(req, body)
 	// continuous_usage_stats alone is not enough: vLLM honours it only together with
 	// include_usage (vllm/entrypoints/serve/utils/api_utils.py, should_include_usage), so
 	// such a stream would carry no usage at all.

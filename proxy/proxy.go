@@ -88,12 +88,15 @@ type Config struct {
 
 	// Tracer makes each inference request's spans (proxy/trace.go), from a
 	// tracing.Tracing so that the tail rule applies; nil makes none, and a client's
-	// traceparent then reaches the engine as it came. Judge says whether a request met
-	// its SLO (the tail rule keeps those that did not), Engine the engine's state at
-	// dispatch; both may be nil.
-	Tracer trace.Tracer
-	Judge  Judge
-	Engine EngineState
+	// traceparent then reaches the engine as it came. TraceContent records the prompt
+	// and the answer's text in the request's span (gen_ai.input.messages and
+	// gen_ai.output.messages, at most 64 KiB each); without it, a span holds neither.
+	// Judge says whether a request met its SLO (the tail rule keeps those that did
+	// not), Engine the engine's state at dispatch; both may be nil.
+	Tracer       trace.Tracer
+	TraceContent bool
+	Judge        Judge
+	Engine       EngineState
 
 	Transport http.RoundTripper // default: a transport tuned for one local upstream
 	Observers []Observer

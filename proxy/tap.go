@@ -183,7 +183,7 @@ func (t *sseTap) event(ev wire.Event) error {
 		if c.IsError {
 			t.ex.rec.ErrorData(ev.Data)
 		}
-		t.ex.span.answered(ev.Data)
+		t.ex.span.answered(t.ex.req.Route, ev.Data)
 		t.ex.rec.Chunk(c)
 		if tk := t.ex.ticket; tk != nil { // the output so far holds KV in the engine too
 			tk.Output(t.ex.rec.Outputs())
@@ -319,7 +319,7 @@ func (t *bodyTap) Read(p []byte) (int, error) {
 		t.ex.complete = true
 		if !t.over {
 			t.ex.rec.Body(t.copy)
-			t.ex.span.answered(t.copy)
+			t.ex.span.answered(t.ex.req.Route, t.copy)
 		}
 	case err != nil:
 		t.ex.readErr = err

@@ -2,9 +2,12 @@ package proxy
 
 import (
 	"context"
+	"encoding/json"
 	"math"
 	"net/http"
+	"strings"
 	"time"
+	"unicode/utf8"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -75,7 +78,16 @@ type requestSpan struct {
 	attrs  []attribute.KeyValue
 	model  string // the model the answer names
 	read   bool   // the answer's model was looked for
+
+	// With Config.TraceContent: the request's text, and the answer's as it streams.
+	content bool
+	input   []wire.Content
+	output  strings.Builder
+	cut     bool // the output passed maxContent
 }
+
+// maxContent bounds the text of the prompt and of the answer a span records, each.
+const maxContent = 64 << 10
 
 // startSpan opens the request's span, continuing the trace of the client's traceparent
 // when it sent one.
@@ -88,7 +100,7 @@ func (p *Proxy) startSpan(ex *exchange) {
 	ctx, root := p.cfg.Tracer.Start(ctx, op.Value.AsString(),
 		trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(p.cfg.Clock.Now()),
 		trace.WithAttributes(op, semconv.HTTPRequestMethodPost, semconv.URLPath(ex.r.URL.Path)))
-	ex.span = &requestSpan{tracer: p.cfg.Tracer, engine: p.cfg.Engine, ctx: ctx, root: root}
+	ex.span = &requestSpan{tracer: p.cfg.Tracer, engine: p.cfg.Engine, ctx: ctx, root: root, content: p.cfg.TraceContent}
 }
 
 // operation is the GenAI operation of a route.
@@ -104,10 +116,14 @@ func operation(r wire.Route) attribute.KeyValue {
 	return semconv.GenAIOperationNameKey.String(r.String())
 }
 
-// inspected names the span after the request's model and records what the request asks.
-func (s *requestSpan) inspected(req wire.Request) {
+// inspected names the span after the request's model and records what the request
+// asks, and its text when content is recorded.
+func (s *requestSpan) inspected(req wire.Request, body []byte) {
 	if s == nil {
 		return
+	}
+	if s.content {
+		s.input = wire.InputContent(req.Route, body)
 	}
 	if req.Model != "" {
 		s.root.SetName(operation(req.Route).Value.AsString() + " " + req.Model)
@@ -197,12 +213,75 @@ func appendFinite(attrs []attribute.KeyValue, k attribute.Key, v float64) []attr
 }
 
 // answered reads the model the engine's answer names from its first event (or its
-// body), once.
-func (s *requestSpan) answered(data []byte) {
-	if s == nil || s.read {
+// body), once, and the text of every event when content is recorded.
+func (s *requestSpan) answered(route wire.Route, data []byte) {
+	if s == nil {
 		return
 	}
-	s.read, s.model = true, wire.ResponseModel(data)
+	if !s.read {
+		s.read, s.model = true, wire.ResponseModel(data)
+	}
+	if !s.content || s.cut {
+		return
+	}
+	text, cumulative := wire.OutputText(route, data)
+	if cumulative {
+		s.output.Reset()
+	}
+	if room := maxContent - s.output.Len(); len(text) > room {
+		text, s.cut = cutUTF8(text, room), true
+	}
+	s.output.WriteString(text)
+}
+
+// cutUTF8 returns the longest prefix of s of at most n bytes that ends on a character.
+func cutUTF8(s string, n int) string {
+	if n <= 0 {
+		return ""
+	}
+	if n >= len(s) {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}
+
+// contentAttrs returns the prompt's and the answer's text as the GenAI conventions'
+// gen_ai.input.messages and gen_ai.output.messages (JSON), each bounded by maxContent
+// (slogate.content.truncated says where the bound cut).
+func (s *requestSpan) contentAttrs(finish string) []attribute.KeyValue {
+	in, cutIn := boundContent(s.input, maxContent)
+	out := []wire.Content{{Role: "assistant", Parts: []wire.Part{{Type: "text", Content: s.output.String()}}, FinishReason: finish}}
+	inJSON, _ := json.Marshal(in)
+	outJSON, _ := json.Marshal(out)
+	attrs := []attribute.KeyValue{semconv.GenAIInputMessagesKey.String(string(inJSON)), semconv.GenAIOutputMessagesKey.String(string(outJSON))}
+	if cutIn || s.cut {
+		attrs = append(attrs, attribute.Bool("slogate.content.truncated", true))
+	}
+	return attrs
+}
+
+// boundContent returns msgs with at most n bytes of text in all, the part that passes
+// the bound cut and the rest dropped, and whether it cut.
+func boundContent(msgs []wire.Content, n int) ([]wire.Content, bool) {
+	out := make([]wire.Content, 0, len(msgs))
+	for _, m := range msgs {
+		parts := make([]wire.Part, 0, len(m.Parts))
+		for _, p := range m.Parts {
+			if len(p.Content) > n {
+				p.Content = cutUTF8(p.Content, n)
+				out = append(out, wire.Content{Role: m.Role, Parts: append(parts, p)})
+				return out, true
+			}
+			n -= len(p.Content)
+			parts = append(parts, p)
+		}
+		m.Parts = parts
+		out = append(out, m)
+	}
+	return out, false
 }
 
 // end closes the request's spans with its measurement and says whether its trace is
@@ -244,6 +323,9 @@ func (s *requestSpan) end(res *measure.Result, j Judge, now time.Time) (trace.Sp
 	}
 	if !res.Start.IsZero() {
 		attrs = append(attrs, attrE2E.Float64(res.E2E.Seconds()))
+	}
+	if s.content {
+		attrs = append(attrs, s.contentAttrs(res.FinishReason)...)
 	}
 	if j != nil {
 		if judged, met := j.Judge(*res); judged {

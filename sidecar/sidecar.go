@@ -161,7 +161,7 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 		ProbeKey: s.probeKey, TrustPriority: cfg.TrustClientPriority,
 		Observers: append([]proxy.Observer{s.metrics, s.live}, opts.Observers...), Logger: log,
 		Admission: s.admission, Clock: s.clock,
-		Tracer: tracer, Judge: s.metrics, Engine: s.scraper,
+		Tracer: tracer, TraceContent: cfg.TraceContent, Judge: s.metrics, Engine: s.scraper,
 	})
 	if err := s.newGPUs(opts.GPUs); err != nil {
 		return nil, err

@@ -6,6 +6,7 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net/http"
@@ -157,33 +158,8 @@ const tracingTiers = `tiers:
 // attributes, that the engine received slogate's traceparent, and that the latency
 // histograms carry the exported traces' ids as OpenMetrics exemplars.
 func TestServeTraces(t *testing.T) {
-	recv := &otlpReceiver{}
-	otlp := httptest.NewServer(recv)
-	defer otlp.Close()
-	var seen traceparents
-	// The simulator traces as vLLM does (enginesim/trace.go): a span per request under the
-	// traceparent it got, with the SDK's default sampler, which follows the parent's flag.
-	engineSpans := tracetest.NewInMemoryExporter()
-	engineTP := sdktrace.NewTracerProvider(sdktrace.WithSyncer(engineSpans))
-	defer engineTP.Shutdown(context.Background())
-	p, _ := enginesim.LookupProfile("tiny")
-	up := simtest.WrappedEngine(t, enginesim.Config{Profile: p, Tracer: engineTP.Tracer("enginesim")}, seen.wrap)
-	tiers := filepath.Join(t.TempDir(), "tiers.yaml")
-	if err := os.WriteFile(tiers, []byte(tracingTiers), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	data, admin := simtest.FreeAddr(t), simtest.FreeAddr(t)
-	cmd := exec.Command(os.Args[0], "serve", "--upstream", up.URL, "--listen", data, "--admin-listen", admin,
-		"--admission", "enforce", "--tiers-file", tiers, "--trace-sample-ratio", "0", "--log-level", "error")
-	cmd.Env = append(os.Environ(), runMainEnv+"=1",
-		"OTEL_EXPORTER_OTLP_ENDPOINT="+otlp.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", "OTEL_BSP_SCHEDULE_DELAY=50")
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	defer cmd.Process.Kill()
-	simtest.WaitFor(t, "slogate serve to be ready", 10*time.Second, func() bool { return simtest.Status("http://"+admin+"/readyz") == http.StatusOK })
+	tr := startTraced(t, "--admission", "enforce", "--trace-sample-ratio", "0")
+	recv, seen, engineSpans, data, admin := tr.recv, &tr.seen, tr.engineSpans, tr.data, tr.admin
 
 	long := strings.Repeat("a long prompt for the long tier ", 60)
 	cases := []struct {
@@ -225,15 +201,7 @@ func TestServeTraces(t *testing.T) {
 		t.Error("/metrics lacks slogate_trace_spans_dropped_total 0")
 	}
 
-	if err := cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		t.Fatal(err)
-	}
-	if err := cmd.Wait(); err != nil { // the drain exports what is queued
-		t.Fatalf("slogate serve exited with %v; stderr:\n%s", err, stderr.String())
-	}
-	if len(recv.bad) > 0 {
-		t.Errorf("the receiver got exports it could not decode: %v", recv.bad)
-	}
+	tr.stop(t)
 
 	kept := map[string]bool{}
 	for i, tc := range cases {
@@ -367,9 +335,92 @@ func engineSpansOf(e *tracetest.InMemoryExporter, id string) []sdktrace.ReadOnly
 	return out
 }
 
+// traced is `slogate serve` in front of the simulator, exporting its traces to a
+// receiver in the test; the simulator traces as vLLM does (enginesim/trace.go), with the
+// SDK's default sampler, which follows the parent's flag.
+type traced struct {
+	recv        *otlpReceiver
+	seen        traceparents
+	engineSpans *tracetest.InMemoryExporter
+	data, admin string // the listeners' host:port
+	cmd         *exec.Cmd
+	stderr      bytes.Buffer
+}
+
+// startTraced starts slogate serve with the tiers of tracingTiers and args, and waits
+// until it is ready.
+func startTraced(t *testing.T, args ...string) *traced {
+	t.Helper()
+	tr := &traced{recv: &otlpReceiver{}, engineSpans: tracetest.NewInMemoryExporter()}
+	otlp := httptest.NewServer(tr.recv)
+	t.Cleanup(otlp.Close)
+	engineTP := sdktrace.NewTracerProvider(sdktrace.WithSyncer(tr.engineSpans))
+	t.Cleanup(func() { engineTP.Shutdown(context.Background()) })
+	p, _ := enginesim.LookupProfile("tiny")
+	up := simtest.WrappedEngine(t, enginesim.Config{Profile: p, Tracer: engineTP.Tracer("enginesim")}, tr.seen.wrap)
+	tiers := filepath.Join(t.TempDir(), "tiers.yaml")
+	if err := os.WriteFile(tiers, []byte(tracingTiers), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tr.data, tr.admin = simtest.FreeAddr(t), simtest.FreeAddr(t)
+	tr.cmd = exec.Command(os.Args[0], append([]string{"serve", "--upstream", up.URL, "--listen", tr.data, "--admin-listen", tr.admin,
+		"--tiers-file", tiers, "--log-level", "error"}, args...)...)
+	tr.cmd.Env = append(os.Environ(), runMainEnv+"=1",
+		"OTEL_EXPORTER_OTLP_ENDPOINT="+otlp.URL, "OTEL_EXPORTER_OTLP_PROTOCOL=http/protobuf", "OTEL_BSP_SCHEDULE_DELAY=50")
+	tr.cmd.Stderr = &tr.stderr
+	if err := tr.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.cmd.Process.Kill() })
+	simtest.WaitFor(t, "slogate serve to be ready", 10*time.Second, func() bool { return simtest.Status("http://"+tr.admin+"/readyz") == http.StatusOK })
+	return tr
+}
+
+// stop sends slogate SIGTERM and waits for it to exit: the drain exports what is queued.
+func (tr *traced) stop(t *testing.T) {
+	t.Helper()
+	if err := tr.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.cmd.Wait(); err != nil {
+		t.Fatalf("slogate serve exited with %v; stderr:\n%s", err, tr.stderr.String())
+	}
+	if len(tr.recv.bad) > 0 {
+		t.Errorf("the receiver got exports it could not decode: %v", tr.recv.bad)
+	}
+}
+
+// TestServeTraceContent: with --trace-content the request's span holds the prompt and
+// the text the client received, in the GenAI conventions' message form.
+func TestServeTraceContent(t *testing.T) {
+	tr := startTraced(t, "--trace-content", "--trace-sample-ratio", "1")
+	id := randomHex(t, 16)
+	got := chat(t, "http://"+tr.data, "what is the capital of France?", option.WithHeader("traceparent", "00-"+id+"-"+randomHex(t, 8)+"-01"))
+	tr.stop(t)
+	root := spanNamed(tr.recv.trace(id), "chat sim-tiny")
+	if root == nil || got == "" {
+		t.Fatalf("no request span (spans %v), or no text received (%q)", names(tr.recv.trace(id)), got)
+	}
+	a := attrs(root.Attributes)
+	var in, out []struct {
+		Role  string `json:"role"`
+		Parts []struct {
+			Type, Content string
+		} `json:"parts"`
+		FinishReason string `json:"finish_reason"`
+	}
+	if err := json.Unmarshal([]byte(a["gen_ai.input.messages"]), &in); err != nil || len(in) != 1 || in[0].Role != "user" || len(in[0].Parts) != 1 || in[0].Parts[0].Content != "what is the capital of France?" {
+		t.Errorf("gen_ai.input.messages = %s (%v); want the user's message", a["gen_ai.input.messages"], err)
+	}
+	if err := json.Unmarshal([]byte(a["gen_ai.output.messages"]), &out); err != nil || len(out) != 1 || out[0].Role != "assistant" || len(out[0].Parts) != 1 || out[0].Parts[0].Content != got || out[0].FinishReason == "" {
+		t.Errorf("gen_ai.output.messages = %s (%v); want the assistant's answer as the client got it, %q, with its finish reason", a["gen_ai.output.messages"], err, got)
+	}
+}
+
 // chat sends one streamed chat completion through the OpenAI client and reads it to its
-// end, whatever the end (an error is what some cases expect).
-func chat(t *testing.T, base, prompt string, opts ...option.RequestOption) {
+// end, whatever the end (an error is what some cases expect), and returns the text it
+// received.
+func chat(t *testing.T, base, prompt string, opts ...option.RequestOption) string {
 	t.Helper()
 	c := openai.NewClient(append([]option.RequestOption{option.WithBaseURL(base + "/v1"), option.WithAPIKey("x"), option.WithMaxRetries(0)}, opts...)...)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
@@ -378,9 +429,14 @@ func chat(t *testing.T, base, prompt string, opts ...option.RequestOption) {
 		Model: "sim-tiny", Messages: []openai.ChatCompletionMessageParamUnion{openai.UserMessage(prompt)},
 		MaxTokens: openai.Int(16),
 	})
+	var text strings.Builder
 	for s.Next() {
+		if c := s.Current(); len(c.Choices) > 0 {
+			text.WriteString(c.Choices[0].Delta.Content)
+		}
 	}
 	s.Close()
+	return text.String()
 }
 
 // exemplarLine matches a histogram bucket with an exemplar in the OpenMetrics text
