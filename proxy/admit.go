@@ -33,7 +33,7 @@ func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
 	}
 	if ex.span != nil {
 		ex.span.enterQueue(p.cfg.Clock.Now())
-		defer func() { ex.span.leaveQueue(ex, p.cfg.Clock.Now()) }()
+		defer func() { ex.span.leaveQueue(p.cfg.Clock.Now()) }()
 	}
 	tk, err := p.cfg.Admission.Admit(ex.ctx, admission.Request{
 		Model: ex.req.Model, Prompt: ex.req.Prompt, Class: ex.class, Tenant: ex.tenant, Output: outputBound(ex.req),

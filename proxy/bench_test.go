@@ -2,6 +2,7 @@ package proxy_test
 
 import (
 	"bytes"
+	"context"
 	"fmt"
 	"io"
 	"net/http"
@@ -15,9 +16,11 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/slogate/slogate/exporter"
 	"github.com/slogate/slogate/proxy"
+	"github.com/slogate/slogate/tracing"
 	"github.com/slogate/slogate/wire"
 )
 
@@ -38,16 +41,51 @@ func BenchmarkProxyStream(b *testing.B) {
 	for _, c := range []int{1, 64, 512} {
 		for _, via := range []string{"direct", "proxied"} {
 			b.Run(fmt.Sprintf("streams=%d/%s", c, via), func(b *testing.B) {
-				benchStreams(b, c, via == "proxied")
+				benchStreams(b, c, via == "proxied", nil)
 			})
 		}
 	}
 }
 
+// BenchmarkProxyTracing measures what tracing adds per streamed token, as
+// BenchmarkProxyStream measures the proxy: off; on with a head ratio of 0, where no
+// request is sampled and none is kept by the tail rule (every request ends ok inside
+// its SLO: 99% of requests at the default ratio, 0.01); and on with a ratio of 1, every
+// request's three spans exported (to an exporter that discards them, so the cost is
+// slogate's, not the network's).
+//
+//	go test -run '^$' -bench BenchmarkProxyTracing -cpu 1 -count 5 ./proxy
+func BenchmarkProxyTracing(b *testing.B) {
+	for _, c := range []int{64, 512} {
+		for _, tc := range []struct {
+			name  string
+			ratio float64 // < 0: off
+		}{{"off", -1}, {"ratio=0", 0}, {"ratio=1", 1}} {
+			b.Run(fmt.Sprintf("streams=%d/tracing=%s", c, tc.name), func(b *testing.B) {
+				var tr *tracing.Tracing
+				if tc.ratio >= 0 {
+					var err error
+					if tr, err = tracing.NewExporting(context.Background(), tracing.Config{SampleRatio: tc.ratio}, discard{}); err != nil {
+						b.Fatal(err)
+					}
+					defer tr.Shutdown(context.Background())
+				}
+				benchStreams(b, c, true, tr)
+			})
+		}
+	}
+}
+
+// discard is a span exporter that keeps nothing.
+type discard struct{}
+
+func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discard) Shutdown(context.Context) error                             { return nil }
+
 // benchTokens is the output length of every benchmark request.
 const benchTokens = 64
 
-func benchStreams(b *testing.B, c int, proxied bool) {
+func benchStreams(b *testing.B, c int, proxied bool, tracing *tracing.Tracing) {
 	up := newLockstepUpstream()
 	upSrv := httptest.NewServer(up)
 	defer upSrv.Close()
@@ -62,7 +100,8 @@ func benchStreams(b *testing.B, c int, proxied bool) {
 		reg := prometheus.NewRegistry()
 		metrics := exporter.New(reg, exporter.Options{TTFT: 2 * time.Second, TPOT: 100 * time.Millisecond,
 			ServedModels: func() []string { return []string{"bench"} }})
-		p := proxy.New(proxy.Config{Upstream: u, InjectUsage: true, StreamIdleTimeout: time.Minute, Transport: tr, Observers: []proxy.Observer{metrics}})
+		p := proxy.New(proxy.Config{Upstream: u, InjectUsage: true, StreamIdleTimeout: time.Minute, Transport: tr, Observers: []proxy.Observer{metrics},
+			Tracing: tracing, Judge: metrics})
 		pSrv := httptest.NewServer(p)
 		defer pSrv.Close()
 		target = pSrv.URL

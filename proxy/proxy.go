@@ -21,10 +21,9 @@ import (
 	"sync"
 	"time"
 
-	"go.opentelemetry.io/otel/trace"
-
 	"github.com/slogate/slogate/clock"
 	"github.com/slogate/slogate/measure"
+	"github.com/slogate/slogate/tracing"
 	"github.com/slogate/slogate/wire"
 )
 
@@ -86,14 +85,14 @@ type Config struct {
 	ProbeKey      string
 	TrustPriority bool
 
-	// Tracer makes each inference request's spans (proxy/trace.go), from a
-	// tracing.Tracing so that the tail rule applies; nil makes none, and a client's
-	// traceparent then reaches the engine as it came. TraceContent records the prompt
+	// Tracing makes each inference request's spans (proxy/trace.go) and says which
+	// requests the head rule samples; nil makes none, and a client's traceparent then
+	// reaches the engine as it came. TraceContent records the prompt
 	// and the answer's text in the request's span (gen_ai.input.messages and
 	// gen_ai.output.messages, at most 64 KiB each); without it, a span holds neither.
 	// Judge says whether a request met its SLO (the tail rule keeps those that did
 	// not), Engine the engine's state at dispatch; both may be nil.
-	Tracer       trace.Tracer
+	Tracing      *tracing.Tracing
 	TraceContent bool
 	Judge        Judge
 	Engine       EngineState

@@ -76,7 +76,7 @@ func (p *Proxy) report(ex *exchange) {
 	if ex.live != nil {
 		p.live.leave(ex.live)
 	}
-	if sc, kept := ex.span.end(&res, p.cfg.Judge, p.cfg.Clock.Now()); kept {
+	if sc, kept := ex.span.end(ex, &res, p.cfg.Judge, p.cfg.Clock.Now()); kept {
 		res.TraceID = sc.TraceID().String()
 	}
 	// The access-log line is written before the observers see the result, so whoever

@@ -1,10 +1,12 @@
 package proxy
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"math"
 	"net/http"
+	"net/url"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -51,6 +53,7 @@ const (
 	attrTPOT          = attribute.Key("slogate.time_per_output_token")
 	attrE2E           = attribute.Key("slogate.e2e")
 	attrTokensFrom    = attribute.Key("slogate.output_tokens.from")
+	attrSLOMet        = attribute.Key("slogate.slo.met") // whether an SLO-judged request met its tier's SLO
 	// The GenAI conventions name TTFT as a metric (gen_ai.server.time_to_first_token);
 	// slogate puts the request's own on its span under the same name.
 	attrTTFT = attribute.Key("gen_ai.server.time_to_first_token")
@@ -68,39 +71,69 @@ const (
 // GenAI conventions "{operation} {model}"), the span of its time in admission (queue)
 // and that of its exchange with the engine (kind client). nil when tracing is off; every
 // method does nothing then. It belongs to the request's goroutine.
+//
+// Of a request the head rule samples, the request's span starts when the request
+// arrives and the engine's when it is dispatched (the engine's traceparent names it);
+// the rest is written when the request ends. Of any other request only times and the
+// engine's state are kept, and its spans are written, with those times, only if the tail
+// rule keeps it when it ends: a request neither rule keeps costs no span.
 type requestSpan struct {
 	tracer trace.Tracer
 	engine EngineState
+	parent context.Context // the client's trace context (Extract), if it sent one
+	head   bool            // the head rule sampled the request
+	root   trace.Span      // the request's span, once started
 	ctx    context.Context // carries root
-	root   trace.Span
-	queue  trace.Span // while the request is in admission
-	call   trace.Span // from dispatch until the request ends
-	attrs  []attribute.KeyValue
-	model  string // the model the answer names
-	read   bool   // the answer's model was looked for
+	call   trace.Span      // the engine exchange's span of a sampled request, from dispatch
+
+	name                 string
+	op                   attribute.KeyValue
+	arrived              time.Time
+	queued, admitted     time.Time // admission's call and decision; zero without admission
+	dispatched           time.Time
+	kind                 engine.Kind
+	waiting, running, kv float64  // the engine's state at dispatch
+	target               *url.URL // the engine's request's
+
+	first []byte // the answer's first event (or its body), where its model is named
 
 	// With Config.TraceContent: the request's text, and the answer's as it streams.
 	content bool
 	input   []wire.Content
 	output  strings.Builder
 	cut     bool // the output passed maxContent
+	req     wire.Request
 }
 
 // maxContent bounds the text of the prompt and of the answer a span records, each.
 const maxContent = 64 << 10
 
-// startSpan opens the request's span, continuing the trace of the client's traceparent
-// when it sent one.
+// startSpan begins the request's trace, continuing the client's traceparent when it
+// sent one, and starts its span at once if the head rule samples it.
 func (p *Proxy) startSpan(ex *exchange) {
-	if p.cfg.Tracer == nil || ex.class == admission.Probe { // probes are the prober's to measure
+	t := p.cfg.Tracing
+	if t == nil || ex.class == admission.Probe { // probes are the prober's to measure
 		return
 	}
-	ctx := propagation.TraceContext{}.Extract(ex.r.Context(), propagation.HeaderCarrier(ex.r.Header))
+	parent := ex.r.Context()
+	if _, ok := ex.r.Header["Traceparent"]; ok {
+		parent = tracing.Propagator.Extract(parent, propagation.HeaderCarrier(ex.r.Header))
+	}
 	op := operation(ex.req.Route)
-	ctx, root := p.cfg.Tracer.Start(ctx, op.Value.AsString(),
-		trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(p.cfg.Clock.Now()),
-		trace.WithAttributes(op, semconv.HTTPRequestMethodPost, semconv.URLPath(ex.r.URL.Path)))
-	ex.span = &requestSpan{tracer: p.cfg.Tracer, engine: p.cfg.Engine, ctx: ctx, root: root, content: p.cfg.TraceContent}
+	s := &requestSpan{
+		tracer: t.Tracer(), engine: p.cfg.Engine, parent: parent, head: t.Head(trace.SpanContextFromContext(parent)),
+		name: op.Value.AsString(), op: op, arrived: p.cfg.Clock.Now(), content: p.cfg.TraceContent,
+	}
+	if s.head {
+		s.startRoot()
+	}
+	ex.span = s
+}
+
+// startRoot starts the request's span, at its arrival, to be exported.
+func (s *requestSpan) startRoot() {
+	s.ctx, s.root = s.tracer.Start(tracing.Export(s.parent), s.name,
+		trace.WithSpanKind(trace.SpanKindServer), trace.WithTimestamp(s.arrived))
 }
 
 // operation is the GenAI operation of a route.
@@ -116,110 +149,74 @@ func operation(r wire.Route) attribute.KeyValue {
 	return semconv.GenAIOperationNameKey.String(r.String())
 }
 
-// inspected names the span after the request's model and records what the request
-// asks, and its text when content is recorded.
+// inspected names the span after the request's model, keeps what the request asks,
+// and its text when content is recorded.
 func (s *requestSpan) inspected(req wire.Request, body []byte) {
 	if s == nil {
 		return
 	}
+	s.req = req
+	if req.Model != "" {
+		s.name = s.op.Value.AsString() + " " + req.Model
+		if s.root != nil {
+			s.root.SetName(s.name)
+		}
+	}
 	if s.content {
 		s.input = wire.InputContent(req.Route, body)
 	}
-	if req.Model != "" {
-		s.root.SetName(operation(req.Route).Value.AsString() + " " + req.Model)
-	}
-	s.root.SetAttributes(semconv.GenAIRequestModel(req.Model), attribute.Bool("slogate.stream", req.Stream))
-	if req.HasMaxTokens {
-		s.root.SetAttributes(semconv.GenAIRequestMaxTokens(req.MaxTokens))
-	}
-	if req.N > 1 {
-		s.root.SetAttributes(semconv.GenAIRequestChoiceCount(req.N))
-	}
 }
 
-// enterQueue opens the span of the request's time in admission.
-func (s *requestSpan) enterQueue(now time.Time) {
-	if s == nil {
-		return
-	}
-	_, s.queue = s.tracer.Start(s.ctx, "slogate.queue", trace.WithTimestamp(now))
-}
+// enterQueue and leaveQueue record the request's time in admission.
+func (s *requestSpan) enterQueue(now time.Time) { s.queued = now }
+func (s *requestSpan) leaveQueue(now time.Time) { s.admitted = now }
 
-// leaveQueue closes the queue's span with admission's decision, which the request's span
-// carries too.
-func (s *requestSpan) leaveQueue(ex *exchange, now time.Time) {
-	if s == nil || s.queue == nil {
-		return
-	}
-	attrs := make([]attribute.KeyValue, 0, 8)
-	switch tk := ex.ticket; {
-	case tk != nil:
-		d := tk.Decision()
-		attrs = append(attrs, attrTier.String(tk.Tier()), attrDecision.String(d.Verdict.String()),
-			attrQueueWait.Float64(tk.Wait().Seconds()), attrEstimated.Int(tk.EstimatedTokens()),
-			attrClass.String(tk.Class().String()))
-		if d.Reason != admission.NoReason {
-			attrs = append(attrs, attrReason.String(d.Reason.String()))
-		}
-		if d.Shadow {
-			attrs = append(attrs, attrShadow.Bool(true))
-		}
-	case ex.reject != nil:
-		attrs = append(attrs, attrTier.String(ex.reject.Tier), attrDecision.String(admission.Rejected.String()),
-			attrReason.String(ex.reject.Reason.String()))
-	}
-	if ex.tenant != "" {
-		attrs = append(attrs, attrTenant.String(ex.tenant))
-	}
-	s.queue.SetAttributes(attrs...)
-	s.queue.End(trace.WithTimestamp(now))
-	s.root.AddEvent(eventAdmission, trace.WithTimestamp(now), trace.WithAttributes(attrs...))
-	s.attrs = append(s.attrs, attrs...)
-}
-
-// dispatch opens the span of the exchange with the engine and writes its traceparent
-// into the engine's request out, in place of the client's, so the engine's spans are
-// children of slogate's. The span records the engine's state as last scraped.
+// dispatch records the engine's state as last scraped and writes the engine's
+// traceparent into out, in place of the client's: that of the engine exchange's span,
+// started now, for a request the head rule sampled, so that the engine's spans are
+// children of slogate's; for another, the client's own (unsampled) traceparent, or one
+// of a new trace that says "not sampled" when it sent none, so that an engine tracing
+// by its parent's flag writes nothing of it.
 func (s *requestSpan) dispatch(out *http.Request, now time.Time) {
 	if s == nil {
 		return
 	}
-	var ctx context.Context
-	ctx, s.call = s.tracer.Start(s.ctx, http.MethodPost+" "+out.URL.Path,
-		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(now),
-		trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.ServerAddress(out.URL.Hostname()), semconv.URLFull(out.URL.String())))
-	out.Header.Del("Traceparent")
-	out.Header.Del("Tracestate")
-	propagation.TraceContext{}.Inject(ctx, propagation.HeaderCarrier(out.Header))
-	attrs := make([]attribute.KeyValue, 0, 4)
+	s.dispatched, s.target = now, out.URL
+	s.kind, s.waiting, s.running, s.kv = engine.KindAuto, math.NaN(), math.NaN(), math.NaN()
 	if s.engine != nil {
 		snap := s.engine.Latest()
-		if snap.Kind != engine.KindAuto {
-			attrs = append(attrs, semconv.GenAIProviderNameKey.String(snap.Kind.String()))
+		s.kind, s.waiting, s.running, s.kv = snap.Kind, snap.Waiting, snap.Running, snap.KVUsage
+	}
+	if !s.head {
+		if !trace.SpanContextFromContext(s.parent).IsValid() {
+			out.Header.Set("Traceparent", tracing.UnsampledParent())
+			out.Header.Del("Tracestate")
 		}
-		attrs = appendFinite(attrs, attrEngineWaiting, snap.Waiting)
-		attrs = appendFinite(attrs, attrEngineRunning, snap.Running)
-		attrs = appendFinite(attrs, attrEngineKV, snap.KVUsage)
+		return
 	}
-	s.root.AddEvent(eventDispatch, trace.WithTimestamp(now), trace.WithAttributes(attrs...))
-	s.attrs = append(s.attrs, attrs...)
+	var ctx context.Context
+	ctx, s.call = s.startCall()
+	out.Header.Del("Traceparent")
+	out.Header.Del("Tracestate")
+	tracing.Propagator.Inject(ctx, propagation.HeaderCarrier(out.Header))
 }
 
-func appendFinite(attrs []attribute.KeyValue, k attribute.Key, v float64) []attribute.KeyValue {
-	if math.IsNaN(v) || math.IsInf(v, 0) {
-		return attrs
-	}
-	return append(attrs, k.Float64(v))
+// startCall starts the span of the engine exchange, at dispatch.
+func (s *requestSpan) startCall() (context.Context, trace.Span) {
+	return s.tracer.Start(s.ctx, http.MethodPost+" "+s.target.Path,
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(s.dispatched),
+		trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.ServerAddress(s.target.Hostname()), semconv.URLFull(s.target.String())))
 }
 
-// answered reads the model the engine's answer names from its first event (or its
-// body), once, and the text of every event when content is recorded.
+// answered keeps the engine's first event (or its body), which names the model the
+// answer comes from, to be read if the spans are written (data is the tap's, and
+// reused: a copy), and the text of every event when content is recorded.
 func (s *requestSpan) answered(route wire.Route, data []byte) {
 	if s == nil {
 		return
 	}
-	if !s.read {
-		s.read, s.model = true, wire.ResponseModel(data)
+	if s.first == nil {
+		s.first = bytes.Clone(data)
 	}
 	if !s.content || s.cut {
 		return
@@ -284,23 +281,61 @@ func boundContent(msgs []wire.Content, n int) ([]wire.Content, bool) {
 	return out, false
 }
 
-// end closes the request's spans with its measurement and says whether its trace is
-// exported: sampled by the head rule, or kept by the tail rule (tracing.Keep).
-func (s *requestSpan) end(res *measure.Result, j Judge, now time.Time) (trace.SpanContext, bool) {
+// end writes the request's spans with its measurement if its trace is exported: the
+// head rule sampled it, or the tail rule keeps it because it did not end ok (rejected,
+// failed, cut short) or missed its SLO (j). It returns the exported trace's context.
+func (s *requestSpan) end(ex *exchange, res *measure.Result, j Judge, now time.Time) (trace.SpanContext, bool) {
 	if s == nil {
 		return trace.SpanContext{}, false
 	}
 	failed := res.Outcome != measure.OK
-	if s.call != nil {
-		s.call.SetAttributes(semconv.HTTPResponseStatusCode(res.Status))
-		if failed {
-			s.call.SetStatus(codes.Error, res.Outcome.String())
-		}
-		s.call.End(trace.WithTimestamp(res.Start.Add(res.E2E)))
+	judged, met := false, false
+	if j != nil {
+		judged, met = j.Judge(*res)
 	}
-	attrs := append(s.attrs, attrOutcome.String(res.Outcome.String()), semconv.HTTPResponseStatusCode(res.Status))
-	if s.model != "" {
-		attrs = append(attrs, semconv.GenAIResponseModel(s.model))
+	if !s.head && !failed && (!judged || met) {
+		return trace.SpanContext{}, false
+	}
+	if s.root == nil {
+		s.startRoot()
+	}
+	decision := s.decisionAttrs(ex)
+	if !s.queued.IsZero() {
+		_, q := s.tracer.Start(s.ctx, "slogate.queue", trace.WithTimestamp(s.queued), trace.WithAttributes(decision...))
+		q.End(trace.WithTimestamp(s.admitted))
+		s.root.AddEvent(eventAdmission, trace.WithTimestamp(s.admitted), trace.WithAttributes(decision...))
+	}
+	attrs := append(decision, s.op, semconv.HTTPRequestMethodPost, semconv.URLPath(ex.r.URL.Path),
+		semconv.GenAIRequestModel(s.req.Model), attribute.Bool("slogate.stream", s.req.Stream),
+		attrOutcome.String(res.Outcome.String()), semconv.HTTPResponseStatusCode(res.Status))
+	if s.req.HasMaxTokens {
+		attrs = append(attrs, semconv.GenAIRequestMaxTokens(s.req.MaxTokens))
+	}
+	if s.req.N > 1 {
+		attrs = append(attrs, semconv.GenAIRequestChoiceCount(s.req.N))
+	}
+	if !s.dispatched.IsZero() {
+		call := s.call
+		if call == nil {
+			_, call = s.startCall()
+		}
+		call.SetAttributes(semconv.HTTPResponseStatusCode(res.Status))
+		if failed {
+			call.SetStatus(codes.Error, res.Outcome.String())
+		}
+		call.End(trace.WithTimestamp(res.Start.Add(res.E2E)))
+		state := make([]attribute.KeyValue, 0, 4)
+		if s.kind != engine.KindAuto {
+			state = append(state, semconv.GenAIProviderNameKey.String(s.kind.String()))
+		}
+		state = appendFinite(state, attrEngineWaiting, s.waiting)
+		state = appendFinite(state, attrEngineRunning, s.running)
+		state = appendFinite(state, attrEngineKV, s.kv)
+		s.root.AddEvent(eventDispatch, trace.WithTimestamp(s.dispatched), trace.WithAttributes(state...))
+		attrs = append(attrs, state...)
+	}
+	if model := wire.ResponseModel(s.first); model != "" {
+		attrs = append(attrs, semconv.GenAIResponseModel(model))
 	}
 	if res.InputTokens > 0 {
 		attrs = append(attrs, semconv.GenAIUsageInputTokens(res.InputTokens))
@@ -327,18 +362,49 @@ func (s *requestSpan) end(res *measure.Result, j Judge, now time.Time) (trace.Sp
 	if s.content {
 		attrs = append(attrs, s.contentAttrs(res.FinishReason)...)
 	}
-	if j != nil {
-		if judged, met := j.Judge(*res); judged {
-			attrs = append(attrs, tracing.SLOMet.Bool(met))
-		}
+	if judged {
+		attrs = append(attrs, attrSLOMet.Bool(met))
 	}
 	if failed {
-		attrs = append(attrs, tracing.ErrorType.String(res.Outcome.String()))
+		attrs = append(attrs, semconv.ErrorTypeKey.String(res.Outcome.String()))
 		s.root.SetStatus(codes.Error, res.Outcome.String())
 	}
 	s.root.SetAttributes(attrs...)
 	s.root.AddEvent(eventEnd, trace.WithTimestamp(now), trace.WithAttributes(attrOutcome.String(res.Outcome.String())))
 	s.root.End(trace.WithTimestamp(now))
-	sc := s.root.SpanContext()
-	return sc, sc.IsSampled() || tracing.Keep(attrs)
+	return s.root.SpanContext(), true
+}
+
+// decisionAttrs returns what admission decided of the request (nothing without
+// admission).
+func (s *requestSpan) decisionAttrs(ex *exchange) []attribute.KeyValue {
+	attrs := make([]attribute.KeyValue, 0, 32)
+	switch tk := ex.ticket; {
+	case tk != nil:
+		d := tk.Decision()
+		attrs = append(attrs, attrTier.String(tk.Tier()), attrDecision.String(d.Verdict.String()),
+			attrQueueWait.Float64(tk.Wait().Seconds()), attrEstimated.Int(tk.EstimatedTokens()),
+			attrClass.String(tk.Class().String()))
+		if d.Reason != admission.NoReason {
+			attrs = append(attrs, attrReason.String(d.Reason.String()))
+		}
+		if d.Shadow {
+			attrs = append(attrs, attrShadow.Bool(true))
+		}
+	case ex.reject != nil:
+		attrs = append(attrs, attrTier.String(ex.reject.Tier), attrDecision.String(admission.Rejected.String()),
+			attrReason.String(ex.reject.Reason.String()))
+	}
+	if ex.tenant != "" {
+		attrs = append(attrs, attrTenant.String(ex.tenant))
+	}
+	return attrs
+}
+
+// appendFinite appends k=v unless v is unknown (NaN) or infinite.
+func appendFinite(attrs []attribute.KeyValue, k attribute.Key, v float64) []attribute.KeyValue {
+	if math.IsNaN(v) || math.IsInf(v, 0) {
+		return attrs
+	}
+	return append(attrs, k.Float64(v))
 }

@@ -25,7 +25,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/slogate/slogate/admission"
 	"github.com/slogate/slogate/calibrate"
@@ -145,14 +144,7 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 	if s.tracing, err = tracing.New(context.Background(), tracing.Config{SampleRatio: cfg.TraceSampleRatio, Version: Version()}); err != nil {
 		return nil, err
 	}
-	var tracer trace.Tracer
 	if s.tracing != nil {
-		tracer = s.tracing.Tracer()
-		t := s.tracing
-		s.reg.MustRegister(prometheus.NewCounterFunc(prometheus.CounterOpts{
-			Name: "slogate_trace_spans_dropped_total",
-			Help: "Spans of requests the head rule did not sample that were dropped because the tail rule already held as many as it may (65536) until their requests end.",
-		}, func() float64 { return float64(t.Dropped()) }))
 		log.Info("exporting traces over OTLP", "sample_ratio", cfg.TraceSampleRatio)
 	}
 	s.proxy = proxy.New(proxy.Config{
@@ -161,7 +153,7 @@ func New(cfg Config, opts Options) (_ *Sidecar, err error) {
 		ProbeKey: s.probeKey, TrustPriority: cfg.TrustClientPriority,
 		Observers: append([]proxy.Observer{s.metrics, s.live}, opts.Observers...), Logger: log,
 		Admission: s.admission, Clock: s.clock,
-		Tracer: tracer, TraceContent: cfg.TraceContent, Judge: s.metrics, Engine: s.scraper,
+		Tracing: s.tracing, TraceContent: cfg.TraceContent, Judge: s.metrics, Engine: s.scraper,
 	})
 	if err := s.newGPUs(opts.GPUs); err != nil {
 		return nil, err

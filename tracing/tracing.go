@@ -2,14 +2,16 @@
 // over OTLP (gRPC or HTTP/protobuf) as the standard OTEL_EXPORTER_OTLP_* variables say,
 // with a sampler that keeps what an operator needs.
 //
-// Sampling has two rules. The head rule samples a request whose client sent a sampled
-// traceparent, and a fraction (Config.SampleRatio) of those that came without one, by
-// trace id; its decision is what the traceparent passed to the engine carries, so the
-// engine's own spans follow it. The tail rule keeps, in addition, every request that
-// ended badly: slogate records the spans of every request, holds those the head rule
-// did not sample until the request's span ends, and exports them when that span says the
-// request failed, was rejected or missed its SLO (see Keep). No collector is needed for
-// it, and nothing is exported of the other requests.
+// Sampling has two rules, both decided by slogate's proxy, not by the SDK. The head rule
+// (Tracing.Head) samples a request whose client sent a sampled traceparent, none whose
+// client sent an unsampled one, and a share (Config.SampleRatio) of the others; its
+// decision is what the traceparent passed to the engine carries, so the engine's own
+// spans follow it. The tail rule keeps, in addition, every request that ended badly
+// (failed, rejected, or over its SLO): the proxy keeps what it learns of a request the
+// head rule did not sample, and writes its spans, with their times, only when it ends
+// badly. So a request that is neither sampled nor kept costs no span at all. Every span
+// the pipeline sees is exported: the sampler samples what the proxy starts under
+// Export's context, and nothing else.
 //
 // The package builds the pipeline; what a span says is the proxy's.
 package tracing
@@ -33,14 +35,11 @@ import (
 
 // Config configures the tracer provider. What it does not say, the OTEL_* variables do.
 type Config struct {
-	// SampleRatio is the head rule's fraction, 0-1, of requests without a sampled parent
-	// whose traces are exported whatever their end.
+	// SampleRatio is the head rule's share, 0-1, of the requests without a parent whose
+	// traces are exported whatever their end.
 	SampleRatio float64
 	// Version is slogate's version, the service.version of the resource.
 	Version string
-	// MaxPending bounds the spans held for the tail rule at once (default 65536): a span
-	// that would pass it is dropped and counted (Tracing.Dropped).
-	MaxPending int
 	// Getenv reads the environment for Enabled and the protocol; default os.Getenv. The
 	// exporter and the resource read the process's environment themselves, so a
 	// replacement is for tests of what New decides, not of what it exports.
@@ -49,9 +48,9 @@ type Config struct {
 
 // Tracing is slogate's tracer provider.
 type Tracing struct {
-	tp      *sdktrace.TracerProvider
-	tail    *tail
-	version string
+	tp     *sdktrace.TracerProvider
+	tracer trace.Tracer
+	ratio  float64
 }
 
 // Name is the instrumentation scope of slogate's spans.
@@ -92,6 +91,16 @@ func New(ctx context.Context, cfg Config) (*Tracing, error) {
 	if err != nil {
 		return nil, err
 	}
+	return NewExporting(ctx, cfg, exp)
+}
+
+// NewExporting returns the tracer provider of cfg exporting to exp, whatever the
+// environment says of endpoints and protocols: New's pipeline for benchmarks and tests
+// that bring their own exporter.
+func NewExporting(ctx context.Context, cfg Config, exp sdktrace.SpanExporter) (*Tracing, error) {
+	if !(cfg.SampleRatio >= 0 && cfg.SampleRatio <= 1) { // NaN too
+		return nil, fmt.Errorf("tracing: the sample ratio %g is not between 0 and 1", cfg.SampleRatio)
+	}
 	res, err := resource.New(ctx,
 		resource.WithAttributes(semconv.ServiceName("slogate"), semconv.ServiceVersion(cfg.Version)),
 		resource.WithTelemetrySDK(),
@@ -100,16 +109,13 @@ func New(ctx context.Context, cfg Config) (*Tracing, error) {
 	if err != nil && !errors.Is(err, resource.ErrPartialResource) {
 		return nil, fmt.Errorf("tracing: %w", err)
 	}
-	t := &tail{next: sdktrace.NewBatchSpanProcessor(exp), max: cfg.MaxPending}
-	if t.max <= 0 {
-		t.max = 65536
-	}
 	tp := sdktrace.NewTracerProvider(
 		sdktrace.WithResource(res),
-		sdktrace.WithSampler(Sampler(cfg.SampleRatio)),
-		sdktrace.WithSpanProcessor(t),
+		sdktrace.WithSampler(exportSampler{}),
+		sdktrace.WithBatcher(exp),
 	)
-	return &Tracing{tp: tp, tail: t, version: cfg.Version}, nil
+	tracer := tp.Tracer(Name, trace.WithInstrumentationVersion(cfg.Version), trace.WithSchemaURL(semconv.SchemaURL))
+	return &Tracing{tp: tp, tracer: tracer, ratio: cfg.SampleRatio}, nil
 }
 
 // newExporter returns the OTLP exporter of the protocol the environment names.
@@ -138,15 +144,12 @@ func newExporter(ctx context.Context, getenv func(string) string) (*otlptrace.Ex
 
 // Tracer returns the tracer of slogate's spans.
 func (t *Tracing) Tracer() trace.Tracer {
-	return t.tp.Tracer(Name, trace.WithInstrumentationVersion(t.version), trace.WithSchemaURL(semconv.SchemaURL))
+	return t.tracer
 }
 
 // Propagator is how slogate reads and writes trace context: W3C traceparent and
 // tracestate, which vLLM and SGLang read.
 var Propagator propagation.TextMapPropagator = propagation.TraceContext{}
-
-// Dropped returns how many spans were dropped because MaxPending were already held.
-func (t *Tracing) Dropped() uint64 { return t.tail.dropped.Load() }
 
 // Shutdown exports what is queued and stops the exporter, within ctx.
 func (t *Tracing) Shutdown(ctx context.Context) error { return t.tp.Shutdown(ctx) }

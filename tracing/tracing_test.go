@@ -183,23 +183,21 @@ func TestNewProcessEnv(t *testing.T) {
 // Nothing is exported, so nothing connects.
 func TestNewProvider(t *testing.T) {
 	tests := []struct {
-		name    string
-		env     map[string]string
-		max     int
-		wantMax int
+		name string
+		env  map[string]string
 	}{
-		{"default protocol", nil, 0, 65536},
-		{"http/protobuf", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}, 10, 10},
-		{"grpc", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}, -1, 65536},
+		{"default protocol", nil},
+		{"http/protobuf", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf"}},
+		{"grpc", map[string]string{"OTEL_EXPORTER_OTLP_PROTOCOL": "grpc"}},
 		{"traces protocol grpc over http", map[string]string{
 			"OTEL_EXPORTER_OTLP_PROTOCOL": "http/protobuf", "OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": "grpc",
-		}, 1, 1},
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			setEnv(t, tt.env)
 			t.Setenv("OTEL_EXPORTER_OTLP_ENDPOINT", "http://127.0.0.1:4318")
-			tr, err := New(context.Background(), Config{SampleRatio: 0.5, Version: "v0.0.1", MaxPending: tt.max, Getenv: mapEnv(map[string]string{
+			tr, err := New(context.Background(), Config{SampleRatio: 0.5, Version: "v0.0.1", Getenv: mapEnv(map[string]string{
 				"OTEL_EXPORTER_OTLP_ENDPOINT":        "http://127.0.0.1:4318",
 				"OTEL_EXPORTER_OTLP_PROTOCOL":        tt.env["OTEL_EXPORTER_OTLP_PROTOCOL"],
 				"OTEL_EXPORTER_OTLP_TRACES_PROTOCOL": tt.env["OTEL_EXPORTER_OTLP_TRACES_PROTOCOL"],
@@ -210,12 +208,6 @@ func TestNewProvider(t *testing.T) {
 			if tr == nil {
 				t.Fatal("New returned nil with an endpoint set")
 			}
-			if tr.tail.max != tt.wantMax {
-				t.Errorf("MaxPending %d gave a bound of %d, want %d", tt.max, tr.tail.max, tt.wantMax)
-			}
-			if d := tr.Dropped(); d != 0 {
-				t.Errorf("Dropped() = %d, want 0", d)
-			}
 			if tr.Tracer() == nil {
 				t.Error("Tracer() = nil")
 			}
@@ -223,29 +215,6 @@ func TestNewProvider(t *testing.T) {
 				t.Errorf("Shutdown: %v", err)
 			}
 		})
-	}
-}
-
-// TestDropped checks that Tracing.Dropped reads the tail processor's counter.
-func TestDropped(t *testing.T) {
-	setEnv(t, map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"})
-	tr, err := New(context.Background(), Config{MaxPending: 1, Getenv: mapEnv(map[string]string{"OTEL_EXPORTER_OTLP_ENDPOINT": "http://127.0.0.1:4318"})})
-	if err != nil || tr == nil {
-		t.Fatalf("New = %v, %v", tr, err)
-	}
-	defer func() {
-		if err := tr.Shutdown(context.Background()); err != nil {
-			t.Errorf("Shutdown: %v", err)
-		}
-	}()
-	ctx, root := tr.Tracer().Start(context.Background(), "root")
-	for range 3 {
-		_, c := tr.Tracer().Start(ctx, "child")
-		c.End()
-	}
-	root.End() // ok: nothing exported, so nothing connects
-	if d := tr.Dropped(); d != 2 {
-		t.Errorf("Dropped() = %d, want 2", d)
 	}
 }
 
@@ -373,8 +342,8 @@ func grpcCollectorServer(t *testing.T) (*collector, string) {
 	return c, lis.Addr().String()
 }
 
-// TestExport runs New's whole pipeline against a collector: a failed request is exported
-// by the tail rule on Shutdown, one that went well is not, and the resource and scope are
+// TestExport runs New's whole pipeline against a collector: a span started under Export
+// is exported on Shutdown, one started without it is not, and the resource and scope are
 // slogate's unless the environment says otherwise.
 func TestExport(t *testing.T) {
 	tests := []struct {
@@ -453,11 +422,10 @@ func TestExport(t *testing.T) {
 				t.Fatal("New returned nil")
 			}
 
-			_, failed := tr.Tracer().Start(context.Background(), "failed", trace.WithSpanKind(trace.SpanKindServer))
-			failed.SetAttributes(ErrorType.String("rejected"), attribute.String("http.route", "/v1/chat/completions"))
+			_, failed := tr.Tracer().Start(Export(context.Background()), "failed", trace.WithSpanKind(trace.SpanKindServer))
+			failed.SetAttributes(attribute.String("error.type", "rejected"), attribute.String("http.route", "/v1/chat/completions"))
 			failed.End()
 			_, ok := tr.Tracer().Start(context.Background(), "ok")
-			ok.SetAttributes(SLOMet.Bool(true))
 			ok.End()
 
 			ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
@@ -494,7 +462,7 @@ func TestExport(t *testing.T) {
 			if s.span.GetKind() != tracepb.Span_SPAN_KIND_SERVER {
 				t.Errorf("kind %v, want server", s.span.GetKind())
 			}
-			if v, _ := attr(s.span.GetAttributes(), string(ErrorType)); v != "rejected" {
+			if v, _ := attr(s.span.GetAttributes(), "error.type"); v != "rejected" {
 				t.Errorf("error.type = %q, want rejected", v)
 			}
 			if v, _ := attr(s.resource, "service.name"); v != tt.wantService {

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 	"syscall"
@@ -121,6 +122,13 @@ func (tp *traceparents) wrap(h http.Handler) http.Handler {
 	})
 }
 
+// all returns every traceparent the engine received, in order.
+func (tp *traceparents) all() []string {
+	tp.mu.Lock()
+	defer tp.mu.Unlock()
+	return slices.Clone(tp.seen)
+}
+
 // of returns the traceparents the engine received in trace id.
 func (tp *traceparents) of(id string) []string {
 	tp.mu.Lock()
@@ -197,8 +205,12 @@ func TestServeTraces(t *testing.T) {
 		chat(t, "http://"+data, tc.prompt, opts...)
 	}
 	exemplars := scrapeExemplars(t, "http://"+admin+"/metrics")
-	if m := simtest.Get(t, "http://"+admin+"/metrics"); !strings.Contains(m, "\nslogate_trace_spans_dropped_total 0\n") {
-		t.Error("/metrics lacks slogate_trace_spans_dropped_total 0")
+	// A request without a traceparent, not sampled: the engine is told "not sampled" of a
+	// new trace, so that it does not start one of its own.
+	before := len(seen.all())
+	chat(t, "http://"+data, "hello")
+	if tps := seen.all()[before:]; len(tps) != 1 || !regexp.MustCompile(`^00-[0-9a-f]{32}-[0-9a-f]{16}-00$`).MatchString(tps[0]) {
+		t.Errorf("without a client traceparent the engine received %v; want one unsampled traceparent", tps)
 	}
 
 	tr.stop(t)
@@ -266,13 +278,14 @@ func TestServeTraces(t *testing.T) {
 						t.Errorf("attribute %s is missing", k)
 					}
 				}
-				tps := seen.of(ids[i])
-				flags := "00"
+				// Sampled: slogate's engine span is the engine's parent. Not sampled: the
+				// engine gets the client's traceparent as it came, which says so.
+				wantTP := "00-" + ids[i] + "-" + parents[i] + "-00"
 				if tc.sampled {
-					flags = "01"
+					wantTP = "00-" + ids[i] + "-" + hex.EncodeToString(call.SpanId) + "-01"
 				}
-				if wantTP := "00-" + ids[i] + "-" + hex.EncodeToString(call.SpanId) + "-" + flags; len(tps) != 1 || tps[0] != wantTP {
-					t.Errorf("the engine received traceparents %v, want [%s]: slogate's engine span as the parent, the head rule's flag", tps, wantTP)
+				if tps := seen.of(ids[i]); len(tps) != 1 || tps[0] != wantTP {
+					t.Errorf("the engine received traceparents %v, want [%s]", tps, wantTP)
 				}
 				// The engine's own span hangs under slogate's engine exchange when the head
 				// rule sampled the request, and is not written when it did not.
