@@ -17,7 +17,8 @@ FUZZ_TARGETS := \
 	./report:FuzzCalibrationReports ./report:FuzzFindRun ./report:FuzzPlaceLabels ./engine:FuzzInfo \
 	./gpu:FuzzParseDCGM ./exporter:FuzzPushURL ./exporter:FuzzPushLabels ./settings:FuzzSettings \
 	./bench/goodput:FuzzParseFlags ./bench/overhead:FuzzParseTargets ./tenant:FuzzIdentity \
-	./bench/goodput:FuzzParseFairFlags ./bench/goodput:FuzzParseCompareFlags ./wire:FuzzIsRefusal
+	./bench/goodput:FuzzParseFairFlags ./bench/goodput:FuzzParseCompareFlags ./wire:FuzzIsRefusal \
+	./wire:FuzzResponseModel ./wire:FuzzContent
 
 .PHONY: all build test vet unit acceptance fuzz bench deps clean $(FUZZ_RUNS)
 

@@ -319,7 +319,7 @@ func (t *bodyTap) Read(p []byte) (int, error) {
 		t.ex.complete = true
 		if !t.over {
 			t.ex.rec.Body(t.copy)
-			t.ex.span.answered(t.ex.req.Route, t.copy)
+			t.ex.span.answeredBody(t.ex.req.Route, t.copy)
 		}
 	case err != nil:
 		t.ex.readErr = err

@@ -97,9 +97,10 @@ type requestSpan struct {
 
 	first []byte // the answer's first event (or its body), where its model is named
 
-	// With Config.TraceContent: the request's text, and the answer's as it streams.
+	// With Config.TraceContent: the request's body (the exchange's, kept until the
+	// request ends anyway), and the answer's text as it streams.
 	content bool
-	input   []wire.Content
+	body    []byte
 	output  strings.Builder
 	cut     bool // the output passed maxContent
 	req     wire.Request
@@ -163,7 +164,7 @@ func (s *requestSpan) inspected(req wire.Request, body []byte) {
 		}
 	}
 	if s.content {
-		s.input = wire.InputContent(req.Route, body)
+		s.body = body
 	}
 }
 
@@ -205,12 +206,13 @@ func (s *requestSpan) dispatch(out *http.Request, now time.Time) {
 func (s *requestSpan) startCall() (context.Context, trace.Span) {
 	return s.tracer.Start(s.ctx, http.MethodPost+" "+s.target.Path,
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithTimestamp(s.dispatched),
-		trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.ServerAddress(s.target.Hostname()), semconv.URLFull(s.target.String())))
+		trace.WithAttributes(semconv.HTTPRequestMethodPost, semconv.ServerAddress(s.target.Hostname()), semconv.URLFull(s.target.Scheme+"://"+s.target.Host+s.target.Path)))
 }
 
-// answered keeps the engine's first event (or its body), which names the model the
-// answer comes from, to be read if the spans are written (data is the tap's, and
-// reused: a copy), and the text of every event when content is recorded.
+// answered keeps the engine's first event, which names the model the answer comes
+// from, to be read if the spans are written (data is the tap's parser's, and reused: a
+// copy), and reads the text of every event when content is recorded: of every request,
+// sampled or not, so that a request the tail rule keeps has it.
 func (s *requestSpan) answered(route wire.Route, data []byte) {
 	if s == nil {
 		return
@@ -218,6 +220,21 @@ func (s *requestSpan) answered(route wire.Route, data []byte) {
 	if s.first == nil {
 		s.first = bytes.Clone(data)
 	}
+	s.text(route, data)
+}
+
+// answeredBody is answered for a whole non-streaming body, which is the request's own
+// and not reused: it is kept as it is.
+func (s *requestSpan) answeredBody(route wire.Route, body []byte) {
+	if s == nil {
+		return
+	}
+	s.first = body
+	s.text(route, body)
+}
+
+// text adds the answer's text that data carries, up to maxContent bytes.
+func (s *requestSpan) text(route wire.Route, data []byte) {
 	if !s.content || s.cut {
 		return
 	}
@@ -246,34 +263,69 @@ func cutUTF8(s string, n int) string {
 }
 
 // contentAttrs returns the prompt's and the answer's text as the GenAI conventions'
-// gen_ai.input.messages and gen_ai.output.messages (JSON), each bounded by maxContent
-// (slogate.content.truncated says where the bound cut).
-func (s *requestSpan) contentAttrs(finish string) []attribute.KeyValue {
-	in, cutIn := boundContent(s.input, maxContent)
-	out := []wire.Content{{Role: "assistant", Parts: []wire.Part{{Type: "text", Content: s.output.String()}}, FinishReason: finish}}
-	inJSON, _ := json.Marshal(in)
-	outJSON, _ := json.Marshal(out)
-	attrs := []attribute.KeyValue{semconv.GenAIInputMessagesKey.String(string(inJSON)), semconv.GenAIOutputMessagesKey.String(string(outJSON))}
-	if cutIn || s.cut {
+// gen_ai.input.messages and gen_ai.output.messages, JSON of at most about maxContent
+// bytes each (slogate.content.truncated says where the bound cut); the answer only of a
+// request that reached the engine.
+func (s *requestSpan) contentAttrs(res *measure.Result) []attribute.KeyValue {
+	in, cut := boundContent(wire.InputContent(s.req.Route, s.body), maxContent)
+	attrs := []attribute.KeyValue{semconv.GenAIInputMessagesKey.String(encodeJSON(in))}
+	if !s.dispatched.IsZero() {
+		out := []wire.Content{{Role: "assistant", Parts: []wire.Part{{Type: "text", Content: s.output.String()}}, FinishReason: res.FinishReason}}
+		attrs = append(attrs, semconv.GenAIOutputMessagesKey.String(encodeJSON(out)))
+		cut = cut || s.cut
+	}
+	if cut {
 		attrs = append(attrs, attribute.Bool("slogate.content.truncated", true))
 	}
 	return attrs
 }
 
-// boundContent returns msgs with at most n bytes of text in all, the part that passes
-// the bound cut and the rest dropped, and whether it cut.
+// encodeJSON writes v as JSON without escaping <, > and & (text, not HTML).
+func encodeJSON(v any) string {
+	var b strings.Builder
+	e := json.NewEncoder(&b)
+	e.SetEscapeHTML(false)
+	_ = e.Encode(v) // strings and slices of them: it cannot fail
+	return strings.TrimSuffix(b.String(), "\n")
+}
+
+// jsonLen returns the length of s as encodeJSON writes it.
+func jsonLen(s string) int { return len(encodeJSON(s)) }
+
+// Bounds of boundContent: what a message and a part cost in JSON beyond their text, at
+// most, and the longest role kept.
+const (
+	messageJSON = len(`{"role":"","parts":[]},`)
+	partJSON    = len(`{"type":"text","content":""},`)
+	maxRole     = 64
+)
+
+// boundContent returns msgs cut so that their JSON (encodeJSON) takes at most about n
+// bytes: the messages and parts in order while they fit, the one that passes the bound
+// cut on a character, the rest dropped; and whether it cut.
 func boundContent(msgs []wire.Content, n int) ([]wire.Content, bool) {
-	out := make([]wire.Content, 0, len(msgs))
+	out := make([]wire.Content, 0, min(len(msgs), 64))
 	for _, m := range msgs {
+		m.Role = cutUTF8(m.Role, maxRole)
+		if n -= messageJSON + jsonLen(m.Role); n < 0 {
+			return out, true
+		}
 		parts := make([]wire.Part, 0, len(m.Parts))
 		for _, p := range m.Parts {
-			if len(p.Content) > n {
-				p.Content = cutUTF8(p.Content, n)
-				out = append(out, wire.Content{Role: m.Role, Parts: append(parts, p)})
-				return out, true
+			room := n - partJSON
+			if l := jsonLen(p.Content); l <= room {
+				n -= partJSON + l
+				parts = append(parts, p)
+				continue
 			}
-			n -= len(p.Content)
-			parts = append(parts, p)
+			// Escapes make the JSON longer than the text: cut until it fits.
+			c := cutUTF8(p.Content, room)
+			for c != "" && jsonLen(c) > room {
+				c = cutUTF8(c, len(c)-(jsonLen(c)-room))
+			}
+			p.Content = c
+			m.Parts = append(parts, p)
+			return append(out, m), true
 		}
 		m.Parts = parts
 		out = append(out, m)
@@ -299,15 +351,18 @@ func (s *requestSpan) end(ex *exchange, res *measure.Result, j Judge, now time.T
 	if s.root == nil {
 		s.startRoot()
 	}
-	decision := s.decisionAttrs(ex)
-	if !s.queued.IsZero() {
+	decision, decided := s.decisionAttrs(ex)
+	if decided {
 		_, q := s.tracer.Start(s.ctx, "slogate.queue", trace.WithTimestamp(s.queued), trace.WithAttributes(decision...))
 		q.End(trace.WithTimestamp(s.admitted))
 		s.root.AddEvent(eventAdmission, trace.WithTimestamp(s.admitted), trace.WithAttributes(decision...))
 	}
 	attrs := append(decision, s.op, semconv.HTTPRequestMethodPost, semconv.URLPath(ex.r.URL.Path),
-		semconv.GenAIRequestModel(s.req.Model), attribute.Bool("slogate.stream", s.req.Stream),
+		attribute.Bool("slogate.stream", s.req.Stream),
 		attrOutcome.String(res.Outcome.String()), semconv.HTTPResponseStatusCode(res.Status))
+	if s.req.Model != "" {
+		attrs = append(attrs, semconv.GenAIRequestModel(s.req.Model))
+	}
 	if s.req.HasMaxTokens {
 		attrs = append(attrs, semconv.GenAIRequestMaxTokens(s.req.MaxTokens))
 	}
@@ -356,11 +411,11 @@ func (s *requestSpan) end(ex *exchange, res *measure.Result, j Judge, now time.T
 	if res.TPOT > 0 {
 		attrs = append(attrs, attrTPOT.Float64(res.TPOT.Seconds()))
 	}
-	if !res.Start.IsZero() {
+	if !s.dispatched.IsZero() {
 		attrs = append(attrs, attrE2E.Float64(res.E2E.Seconds()))
 	}
 	if s.content {
-		attrs = append(attrs, s.contentAttrs(res.FinishReason)...)
+		attrs = append(attrs, s.contentAttrs(res)...)
 	}
 	if judged {
 		attrs = append(attrs, attrSLOMet.Bool(met))
@@ -375,11 +430,15 @@ func (s *requestSpan) end(ex *exchange, res *measure.Result, j Judge, now time.T
 	return s.root.SpanContext(), true
 }
 
-// decisionAttrs returns what admission decided of the request (nothing without
-// admission).
-func (s *requestSpan) decisionAttrs(ex *exchange) []attribute.KeyValue {
+// decisionAttrs returns what admission decided of the request, and whether it decided:
+// not without admission, in its Off mode (a ticket without a tier), or for a request
+// refused before it.
+func (s *requestSpan) decisionAttrs(ex *exchange) ([]attribute.KeyValue, bool) {
 	attrs := make([]attribute.KeyValue, 0, 32)
+	decided := true
 	switch tk := ex.ticket; {
+	case s.queued.IsZero(), tk != nil && tk.Tier() == "":
+		decided = false
 	case tk != nil:
 		d := tk.Decision()
 		attrs = append(attrs, attrTier.String(tk.Tier()), attrDecision.String(d.Verdict.String()),
@@ -398,7 +457,7 @@ func (s *requestSpan) decisionAttrs(ex *exchange) []attribute.KeyValue {
 	if ex.tenant != "" {
 		attrs = append(attrs, attrTenant.String(ex.tenant))
 	}
-	return attrs
+	return attrs, decided
 }
 
 // appendFinite appends k=v unless v is unknown (NaN) or infinite.

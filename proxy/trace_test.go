@@ -9,8 +9,8 @@ import (
 	"github.com/slogate/slogate/wire"
 )
 
-// TestBoundContent: the prompt's text is cut at the bound, on a character, and what
-// follows the cut is dropped.
+// TestBoundContent: whatever the prompt, its JSON stays within the bound (plus the
+// brackets of the list), cut on a character, and what it keeps is a prefix of it.
 func TestBoundContent(t *testing.T) {
 	msg := func(role string, parts ...string) wire.Content {
 		c := wire.Content{Role: role}
@@ -19,25 +19,53 @@ func TestBoundContent(t *testing.T) {
 		}
 		return c
 	}
+	many := make([]wire.Content, 200000)
+	for i := range many {
+		many[i] = msg("user")
+	}
 	for _, tc := range []struct {
 		name string
 		in   []wire.Content
-		n    int
-		want []wire.Content
 		cut  bool
 	}{
-		{"within", []wire.Content{msg("system", "ab"), msg("user", "cd")}, 4, []wire.Content{msg("system", "ab"), msg("user", "cd")}, false},
-		{"cut in the second message", []wire.Content{msg("system", "ab"), msg("user", "cdef", "gh"), msg("user", "ij")}, 4, []wire.Content{msg("system", "ab"), msg("user", "cd")}, true},
-		{"cut on a character", []wire.Content{msg("user", "aé")}, 2, []wire.Content{msg("user", "a")}, true},
-		{"none", nil, 4, []wire.Content{}, false},
+		{"within", []wire.Content{msg("system", "be brief"), msg("user", "hi")}, false},
+		{"one long part", []wire.Content{msg("user", strings.Repeat("a", 100000))}, true},
+		{"escapes", []wire.Content{msg("user", strings.Repeat("\u2039\"\n\x01", 30000))}, true},
+		{"many empty messages", many, true},
+		{"a long role", []wire.Content{msg(strings.Repeat("r", 1<<20), "x")}, false},
+		{"cut in the second message", []wire.Content{msg("system", strings.Repeat("s", 60000)), msg("user", strings.Repeat("u", 60000), "v")}, true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, cut := boundContent(tc.in, tc.n)
-			if !reflect.DeepEqual(got, tc.want) || cut != tc.cut {
-				t.Errorf("boundContent = %+v, %v; want %+v, %v", got, cut, tc.want, tc.cut)
+			got, cut := boundContent(tc.in, maxContent)
+			js := encodeJSON(got)
+			if len(js) > maxContent+2 || cut != tc.cut || !utf8.ValidString(js) {
+				t.Errorf("%d bytes of JSON (bound %d), cut %v (want %v), valid UTF-8 %v", len(js), maxContent, cut, tc.cut, utf8.ValidString(js))
+			}
+			for i, m := range got {
+				if i >= len(tc.in) || !strings.HasPrefix(tc.in[i].Role, m.Role) || len(m.Parts) > len(tc.in[i].Parts) {
+					t.Fatalf("message %d is not a prefix of the input's", i)
+				}
+				for k, p := range m.Parts {
+					if !strings.HasPrefix(tc.in[i].Parts[k].Content, p.Content) {
+						t.Fatalf("message %d part %d is not a prefix of the input's", i, k)
+					}
+				}
+			}
+			if !cut && !reflect.DeepEqual(got, boundRoles(tc.in)) {
+				t.Errorf("uncut, it changed the messages")
 			}
 		})
 	}
+}
+
+// boundRoles is msgs with each role cut at maxRole, as boundContent cuts them.
+func boundRoles(msgs []wire.Content) []wire.Content {
+	out := make([]wire.Content, len(msgs))
+	for i, m := range msgs {
+		m.Role = cutUTF8(m.Role, maxRole)
+		out[i] = m
+	}
+	return out
 }
 
 func TestCutUTF8(t *testing.T) {

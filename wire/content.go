@@ -8,7 +8,8 @@ import (
 // Content is a request's or an answer's text in the form the GenAI semantic conventions
 // give gen_ai.input.messages and gen_ai.output.messages: messages of a role, each a list
 // of parts; slogate writes only text parts. It is for the spans of a user who opted in
-// to recording content, never the per-chunk path: it decodes with encoding/json.
+// to recording content, and decodes with encoding/json: then OutputText reads every
+// event of every answer.
 type Content struct {
 	Role         string `json:"role"`
 	Parts        []Part `json:"parts"`
@@ -124,6 +125,7 @@ func textParts(raw json.RawMessage) []Part {
 // (SGLang's /generate stream repeats the whole text in every event). It reads the first
 // choice's content, text or message content, a Responses delta of output text or a
 // response object's output text, /generate's text; data it cannot read carries none.
+// Of a request for several choices (n), it reads the first (index 0).
 func OutputText(route Route, data []byte) (text string, cumulative bool) {
 	switch route {
 	case RouteGenerate:
@@ -160,15 +162,20 @@ func OutputText(route Route, data []byte) (text string, cumulative bool) {
 		return b.String(), false
 	}
 	c, err := DecodeChunk(data)
-	if err != nil || len(c.Choices) == 0 {
+	if err != nil {
 		return "", false
 	}
-	ch := c.Choices[0]
-	switch {
-	case ch.Delta != nil && ch.Delta.Content != nil:
-		return *ch.Delta.Content, false
-	case ch.Message != nil && ch.Message.Content != nil:
-		return *ch.Message.Content, false
+	for _, ch := range c.Choices {
+		if ch.Index != 0 { // with n > 1, each choice streams in chunks of its own
+			continue
+		}
+		switch {
+		case ch.Delta != nil && ch.Delta.Content != nil:
+			return *ch.Delta.Content, false
+		case ch.Message != nil && ch.Message.Content != nil:
+			return *ch.Message.Content, false
+		}
+		return ch.Text, false
 	}
-	return ch.Text, false
+	return "", false
 }
