@@ -404,9 +404,10 @@ func (tr *traced) stop(t *testing.T) {
 }
 
 // TestServeTraceContent: with --trace-content the request's span holds the prompt and
-// the text the client received, in the GenAI conventions' message form.
+// the text the client received, in the GenAI conventions' message form. With admission
+// off there is no decision to record: no queue span, no tier.
 func TestServeTraceContent(t *testing.T) {
-	tr := startTraced(t, "--trace-content", "--trace-sample-ratio", "1")
+	tr := startTraced(t, "--trace-content", "--trace-sample-ratio", "1", "--admission", "off")
 	id := randomHex(t, 16)
 	got := chat(t, "http://"+tr.data, "what is the capital of France?", option.WithHeader("traceparent", "00-"+id+"-"+randomHex(t, 8)+"-01"))
 	tr.stop(t)
@@ -414,7 +415,13 @@ func TestServeTraceContent(t *testing.T) {
 	if root == nil || got == "" {
 		t.Fatalf("no request span (spans %v), or no text received (%q)", names(tr.recv.trace(id)), got)
 	}
+	if q := spanNamed(tr.recv.trace(id), "slogate.queue"); q != nil {
+		t.Errorf("a queue span with admission off: %v", attrs(q.Attributes))
+	}
 	a := attrs(root.Attributes)
+	if _, ok := a["slogate.tier"]; ok {
+		t.Errorf("slogate.tier = %q with admission off", a["slogate.tier"])
+	}
 	var in, out []struct {
 		Role  string `json:"role"`
 		Parts []struct {
