@@ -136,14 +136,18 @@ func plateau(t *testing.T, n *atomic.Int64, polls int, pause time.Duration) int6
 	return last
 }
 
-// smallWindowClient is a client whose sockets have a 16 KiB receive buffer (the kernel
-// doubles it), so that a client that stops reading fills its TCP window at once, as a
-// client on a slow link would, rather than after the tens of MiB Linux autotunes to.
+// smallWindowClient is a client whose sockets have a 256 KiB receive buffer (the kernel
+// doubles it), so that a client that stops reading fills its TCP window soon, as a
+// client on a slow link would, rather than after the MiBs Linux autotunes to. The buffer
+// holds several of loopback's 64 KiB segments: with a buffer smaller than one segment
+// (16 KiB, as this client had), the receiver does not reopen a window that stays below
+// a segment once the client reads again, and the sender waits for its zero-window
+// probes, whose backoff reaches minutes (the test then ran for up to five).
 func smallWindowClient(t *testing.T) *http.Client {
 	dial := &net.Dialer{Control: func(_, _ string, c syscall.RawConn) error {
 		var serr error
 		if err := c.Control(func(fd uintptr) {
-			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 16<<10)
+			serr = syscall.SetsockoptInt(int(fd), syscall.SOL_SOCKET, syscall.SO_RCVBUF, 256<<10)
 		}); err != nil {
 			return err
 		}
