@@ -85,29 +85,52 @@ func (discard) Shutdown(context.Context) error                             { ret
 // benchTokens is the output length of every benchmark request.
 const benchTokens = 64
 
-func benchStreams(b *testing.B, c int, proxied bool, tracing *tracing.Tracing) {
-	up := newLockstepUpstream()
-	upSrv := httptest.NewServer(up)
-	defer upSrv.Close()
-	target := upSrv.URL
+// benchEnv is the benchmarks' system: the lockstep upstream, and the proxy in front of
+// it when proxied, wired as `slogate serve` wires it (its own transport, usage injection
+// and the stream idle timeout on, the exporter as observer and judge).
+type benchEnv struct {
+	up     *lockstepUpstream
+	client *http.Client
+	target string // where the clients send: the proxy, or the upstream directly
+	closes []func()
+}
+
+func newBenchEnv(b *testing.B, proxied bool, tracing *tracing.Tracing) *benchEnv {
+	e := &benchEnv{up: newLockstepUpstream()}
+	upSrv := httptest.NewServer(e.up)
+	e.closes = append(e.closes, upSrv.Close)
+	e.target = upSrv.URL
 	if proxied {
 		u, err := url.Parse(upSrv.URL)
 		if err != nil {
 			b.Fatal(err)
 		}
-		tr := &http.Transport{MaxIdleConnsPerHost: 1024, DisableCompression: true}
-		defer tr.CloseIdleConnections()
 		reg := prometheus.NewRegistry()
 		metrics := exporter.New(reg, exporter.Options{TTFT: 2 * time.Second, TPOT: 100 * time.Millisecond,
 			ServedModels: func() []string { return []string{"bench"} }})
-		p := proxy.New(proxy.Config{Upstream: u, InjectUsage: true, StreamIdleTimeout: time.Minute, Transport: tr, Observers: []proxy.Observer{metrics},
+		p := proxy.New(proxy.Config{Upstream: u, InjectUsage: true, StreamIdleTimeout: time.Minute, Observers: []proxy.Observer{metrics},
 			Tracing: tracing, Judge: metrics})
 		pSrv := httptest.NewServer(p)
-		defer pSrv.Close()
-		target = pSrv.URL
+		e.closes = append(e.closes, pSrv.Close, p.CloseIdleConnections)
+		e.target = pSrv.URL
 	}
-	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 1024, DisableCompression: true}}
-	defer client.CloseIdleConnections()
+	tr := &http.Transport{MaxIdleConnsPerHost: 1024, DisableCompression: true}
+	e.client = &http.Client{Transport: tr}
+	e.closes = append(e.closes, tr.CloseIdleConnections)
+	return e
+}
+
+// close stops the servers and closes the idle connections, last opened first.
+func (e *benchEnv) close() {
+	for i := len(e.closes) - 1; i >= 0; i-- {
+		e.closes[i]()
+	}
+}
+
+func benchStreams(b *testing.B, c int, proxied bool, tracing *tracing.Tracing) {
+	env := newBenchEnv(b, proxied, tracing)
+	defer env.close()
+	up, client, target := env.up, env.client, env.target
 	body := fmt.Sprintf(`{"model":"bench","prompt":"benchmark the proxy","max_tokens":%d,"stream":true}`, benchTokens)
 
 	round := func() {

@@ -165,6 +165,7 @@ func (ex *exchange) rewrite(out *http.Request) {
 	out.ContentLength = int64(len(body))
 	out.Header.Set("Content-Length", strconv.Itoa(len(body)))
 	out.Header.Del("Accept-Encoding")
+	out.Header.Del("Expect")                 // the body is sent whole, without waiting for a 100 Continue
 	out.Header.Del(admission.PriorityHeader) // slogate's own; the engine has no use for them
 	out.Header.Del(ProbeKeyHeader)
 	out.GetBody = nil

@@ -97,7 +97,11 @@ type Config struct {
 	Judge        Judge
 	Engine       EngineState
 
-	Transport http.RoundTripper // default: a transport tuned for one local upstream
+	// Transport carries every request to the engine. By default the inference routes
+	// go through a transport of slogate's own when the engine is reached over plain
+	// HTTP (engineTransport: the exchange on the request's goroutine), and the rest,
+	// or everything over HTTPS, through net/http's, tuned for one local upstream.
+	Transport http.RoundTripper
 	Observers []Observer
 	Logger    *slog.Logger // access log and errors; default discard
 	Clock     clock.Clock  // default clock.Real
@@ -105,10 +109,12 @@ type Config struct {
 
 // Proxy is the client-facing handler. It is safe for concurrent use.
 type Proxy struct {
-	cfg   Config
-	rp    *httputil.ReverseProxy
-	live  liveSet
-	limit int64
+	cfg       Config
+	rp        *httputil.ReverseProxy // the routes passed through
+	inference *httputil.ReverseProxy // the inference routes
+	engine    *engineTransport       // the inference routes' transport; nil when Config.Transport was given or the engine speaks HTTPS
+	live      liveSet
+	limit     int64
 }
 
 // New returns a Proxy for cfg.
@@ -120,21 +126,33 @@ func New(cfg Config) *Proxy {
 		cfg.Logger = slog.New(slog.DiscardHandler)
 	}
 	cfg.Clock = clock.Or(cfg.Clock)
-	if cfg.Transport == nil {
-		cfg.Transport = newTransport(cfg.UpstreamTimeout)
-	}
 	p := &Proxy{cfg: cfg}
+	inference := cfg.Transport
+	if cfg.Transport == nil {
+		p.cfg.Transport = newTransport(cfg.UpstreamTimeout)
+		inference = p.cfg.Transport
+		if cfg.Upstream.Scheme == "http" {
+			p.engine = newEngineTransport(cfg.UpstreamTimeout)
+			inference = p.engine
+		}
+	}
 	p.live.init()
-	p.rp = &httputil.ReverseProxy{
+	p.rp = p.reverseProxy(p.cfg.Transport)
+	p.inference = p.reverseProxy(inference)
+	return p
+}
+
+// reverseProxy returns the ReverseProxy that forwards through t.
+func (p *Proxy) reverseProxy(t http.RoundTripper) *httputil.ReverseProxy {
+	return &httputil.ReverseProxy{
 		Rewrite:        p.rewrite,
-		Transport:      cfg.Transport,
+		Transport:      t,
 		FlushInterval:  -1,
 		ModifyResponse: p.modifyResponse,
 		ErrorHandler:   p.errorHandler,
-		ErrorLog:       slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+		ErrorLog:       slog.NewLogLogger(p.cfg.Logger.Handler(), slog.LevelDebug),
 		BufferPool:     bufferPool{},
 	}
-	return p
 }
 
 // newTransport returns a transport for one upstream on the same host: many idle
@@ -173,7 +191,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !p.admit(w, ex) {
 		return
 	}
-	p.rp.ServeHTTP(w, r.WithContext(ctx))
+	p.inference.ServeHTTP(w, r.WithContext(ctx))
 }
 
 // ErrShutdown is the cause with which Shutdown cancels the requests in flight.
@@ -204,3 +222,14 @@ var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &
 
 func (bufferPool) Get() []byte  { return *copyBuffers.Get().(*[]byte) }
 func (bufferPool) Put(b []byte) { copyBuffers.Put(&b) }
+
+// CloseIdleConnections closes the engine connections the proxy keeps open between
+// requests (those of its own transports, or of Config.Transport when it can).
+func (p *Proxy) CloseIdleConnections() {
+	if c, ok := p.cfg.Transport.(interface{ CloseIdleConnections() }); ok {
+		c.CloseIdleConnections()
+	}
+	if p.engine != nil {
+		p.engine.CloseIdleConnections()
+	}
+}

@@ -1,0 +1,362 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// engineTransport is the http.RoundTripper of the inference routes when the engine is
+// reached over plain HTTP: HTTP/1.1 over TCP, with the whole exchange on the caller's
+// goroutine. net/http's Transport gives every connection a read loop and a write loop
+// (two goroutines, their stacks and two 4 KiB buffers) for as long as it is open; an
+// inference request's body is already in memory and its answer is read by one
+// goroutine, so engineTransport writes the request from a pooled buffer and reads the
+// answer through one pooled 4 KiB reader, held only while the exchange lasts.
+//
+// Guarantees:
+//   - A request's context bounds the whole exchange: once it is done, a pending dial,
+//     write or read returns at once with the context's error, and the connection is
+//     closed, never reused.
+//   - A connection is reused only after its answer was read to the end, with nothing
+//     left over, and neither side asked to close it; it waits at most idleTimeout, and
+//     one the engine closed meanwhile is never handed out (checked before reuse).
+//   - ResponseHeaderTimeout bounds the wait for the answer's headers (a net.Error whose
+//     Timeout is true), and nothing after them.
+//   - Closing an answer's body before its end closes the connection; it never reads the
+//     rest.
+//
+// It does not retry: a request that fails on a reused connection fails, as it does with
+// net/http's Transport for a POST without GetBody. It is safe for concurrent use.
+type engineTransport struct {
+	dialer        net.Dialer
+	headerTimeout time.Duration
+	idleTimeout   time.Duration
+	maxIdle       int
+
+	mu     sync.Mutex
+	idle   map[string][]*engineConn // by host:port, most recently used last
+	reaper *time.Timer              // closes connections idle for idleTimeout; nil when none waits
+}
+
+// engineIdleTimeout is how long an engine connection waits for its next request. It is
+// below the 5 s after which vLLM's API server (uvicorn, TIMEOUT_KEEP_ALIVE in
+// vllm/entrypoints/openai/api_server.py) and SGLang's (uvicorn's default) close an idle
+// keep-alive connection, so that slogate closes first rather than keep sockets the
+// engine has already closed.
+const engineIdleTimeout = 4 * time.Second
+
+// newEngineTransport returns an engineTransport whose answers' headers must arrive
+// within headerTimeout (0: no bound).
+func newEngineTransport(headerTimeout time.Duration) *engineTransport {
+	return &engineTransport{
+		dialer:        net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second},
+		headerTimeout: headerTimeout,
+		idleTimeout:   engineIdleTimeout,
+		maxIdle:       4096,
+		idle:          make(map[string][]*engineConn),
+	}
+}
+
+// engineConn is one connection to the engine.
+type engineConn struct {
+	t    *engineTransport
+	host string
+	nc   net.Conn
+	br   *bufio.Reader // from readers while an exchange holds the connection
+	idle time.Time     // when it was put back, while idle
+
+	mu        sync.Mutex // orders a cancellation's deadline with clearing the header deadline
+	cancelled bool
+}
+
+// Pools of the buffers an exchange holds: the reader for the whole exchange, the writer
+// while the request is written.
+var (
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
+)
+
+// RoundTrip sends req on an idle connection to its host, or a new one, and returns the
+// answer once its headers are in; its body reads from the connection.
+func (t *engineTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	c, err := t.conn(ctx, hostPort(req.URL))
+	if err != nil {
+		if req.Body != nil {
+			req.Body.Close()
+		}
+		return nil, err
+	}
+	return c.roundTrip(req)
+}
+
+// hostPort returns u's host:port, port 80 when u names none.
+func hostPort(u *url.URL) string {
+	port := u.Port()
+	if port == "" {
+		port = "80"
+	}
+	return net.JoinHostPort(u.Hostname(), port)
+}
+
+// conn returns an idle connection to host that is still open, or dials one.
+func (t *engineTransport) conn(ctx context.Context, host string) (*engineConn, error) {
+	for {
+		c := t.takeIdle(host)
+		if c == nil {
+			break
+		}
+		if alive(c.nc) {
+			c.br = readers.Get().(*bufio.Reader)
+			c.br.Reset(c.nc)
+			return c, nil
+		}
+		c.nc.Close()
+	}
+	nc, err := t.dialer.DialContext(ctx, "tcp", host)
+	if err != nil {
+		return nil, err
+	}
+	br := readers.Get().(*bufio.Reader)
+	br.Reset(nc)
+	return &engineConn{t: t, host: host, nc: nc, br: br}, nil
+}
+
+// takeIdle removes and returns the most recently used idle connection to host that has
+// not waited past idleTimeout, or nil.
+func (t *engineTransport) takeIdle(host string) *engineConn {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	conns := t.idle[host]
+	if len(conns) == 0 {
+		return nil
+	}
+	c := conns[len(conns)-1]
+	conns[len(conns)-1] = nil
+	t.idle[host] = conns[:len(conns)-1]
+	return c
+}
+
+// put returns c to the idle pool, or closes it when the pool is full.
+func (t *engineTransport) put(c *engineConn) {
+	c.br.Reset(nil)
+	readers.Put(c.br)
+	c.br = nil
+	c.idle = time.Now()
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if n := len(t.idle[c.host]); n >= t.maxIdle {
+		c.nc.Close()
+		return
+	}
+	t.idle[c.host] = append(t.idle[c.host], c)
+	if t.reaper == nil {
+		t.reaper = time.AfterFunc(t.idleTimeout, t.reap)
+	}
+}
+
+// reap closes the connections that have waited idleTimeout, and runs again while any
+// connection waits.
+func (t *engineTransport) reap() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	now := time.Now()
+	var next time.Duration
+	for host, conns := range t.idle {
+		k := 0 // conns is oldest first: the expired ones lead
+		for k < len(conns) && now.Sub(conns[k].idle) >= t.idleTimeout {
+			conns[k].nc.Close()
+			conns[k] = nil
+			k++
+		}
+		conns = conns[k:]
+		if len(conns) == 0 {
+			delete(t.idle, host)
+			continue
+		}
+		t.idle[host] = conns
+		if d := t.idleTimeout - now.Sub(conns[0].idle); next == 0 || d < next {
+			next = d
+		}
+	}
+	t.reaper = nil
+	if next > 0 {
+		t.reaper = time.AfterFunc(next, t.reap)
+	}
+}
+
+// CloseIdleConnections closes every idle connection.
+func (t *engineTransport) CloseIdleConnections() {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	for host, conns := range t.idle {
+		for _, c := range conns {
+			c.nc.Close()
+		}
+		delete(t.idle, host)
+	}
+	if t.reaper != nil {
+		t.reaper.Stop()
+		t.reaper = nil
+	}
+}
+
+// maxInformational bounds the informational (1xx) answers read before the answer, as
+// net/http's Transport does.
+const maxInformational = 5
+
+var errTooManyInformational = errors.New("proxy: the engine sent too many informational answers")
+
+// aLongTimeAgo is a deadline in the past: it makes every pending and later I/O on a
+// connection fail at once.
+var aLongTimeAgo = time.Unix(1, 0)
+
+// roundTrip writes req on c and reads the answer's headers (skipping informational
+// answers). The connection belongs to the answer's body from then on.
+func (c *engineConn) roundTrip(req *http.Request) (*http.Response, error) {
+	ctx := req.Context()
+	stop := context.AfterFunc(ctx, c.cancel)
+	fail := func(err error) (*http.Response, error) {
+		stop()
+		c.close()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, err
+	}
+	bw := writers.Get().(*bufio.Writer)
+	bw.Reset(c.nc)
+	err := req.Write(bw)
+	if err == nil {
+		err = bw.Flush()
+	}
+	bw.Reset(nil)
+	writers.Put(bw)
+	if err != nil {
+		return fail(err)
+	}
+	if c.t.headerTimeout > 0 {
+		c.deadline(time.Now().Add(c.t.headerTimeout))
+	}
+	var resp *http.Response
+	for informational := 0; ; informational++ {
+		if resp, err = http.ReadResponse(c.br, req); err != nil {
+			return fail(err)
+		}
+		if resp.StatusCode >= 200 || resp.StatusCode == http.StatusSwitchingProtocols {
+			break
+		}
+		if informational == maxInformational {
+			return fail(errTooManyInformational)
+		}
+	}
+	if c.t.headerTimeout > 0 {
+		c.deadline(time.Time{})
+	}
+	resp.Body = &engineBody{c: c, src: resp.Body, ctx: ctx, stop: stop, reuse: !resp.Close && !req.Close}
+	return resp, nil
+}
+
+// cancel makes the connection's pending and later I/O fail: its request's context is
+// done.
+func (c *engineConn) cancel() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.cancelled = true
+	c.nc.SetDeadline(aLongTimeAgo)
+}
+
+// deadline sets the read deadline, unless a cancellation has set its own.
+func (c *engineConn) deadline(d time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !c.cancelled {
+		c.nc.SetReadDeadline(d)
+	}
+}
+
+// close closes the connection and gives back its reader.
+func (c *engineConn) close() {
+	c.nc.Close()
+	if c.br != nil {
+		c.br.Reset(nil)
+		readers.Put(c.br)
+		c.br = nil
+	}
+}
+
+// engineBody is an answer's body: it reads from the connection, which it puts back in
+// the idle pool at a clean end and closes otherwise.
+type engineBody struct {
+	c     *engineConn
+	src   io.ReadCloser // the body http.ReadResponse made
+	ctx   context.Context
+	stop  func() bool // stops the cancellation: false once it ran
+	reuse bool        // neither side asked to close the connection
+
+	ended atomic.Bool // the connection was put back or closed
+	mu    sync.Mutex
+	err   error // what Read returns once ended
+}
+
+// errBodyClosed is what a read of a body closed before its end returns.
+var errBodyClosed = errors.New("proxy: read of the engine's answer after it was closed")
+
+func (b *engineBody) Read(p []byte) (int, error) {
+	if b.ended.Load() {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		return 0, b.err
+	}
+	n, err := b.src.Read(p)
+	switch {
+	case err == io.EOF:
+		b.end(io.EOF, true)
+	case err != nil:
+		if b.ctx.Err() != nil {
+			err = b.ctx.Err()
+		}
+		b.end(err, false)
+	}
+	return n, err
+}
+
+// Close ends the exchange: at the body's end it changes nothing, before it the
+// connection is closed. It may be called while another goroutine reads: that read
+// fails.
+func (b *engineBody) Close() error {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended.Swap(true) {
+		return nil
+	}
+	b.err = errBodyClosed
+	b.stop()
+	b.c.nc.Close() // its reader may be in use by a read: left to the collector
+	return nil
+}
+
+// end runs on the reading goroutine when the body ended, cleanly (the connection goes
+// back to the pool when reusable) or not (it is closed); later reads return err.
+func (b *engineBody) end(err error, clean bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.ended.Swap(true) {
+		return // closed meanwhile
+	}
+	b.err = err
+	c := b.c
+	if b.stop() && clean && b.reuse && c.br.Buffered() == 0 {
+		c.t.put(c)
+		return
+	}
+	c.close()
+}
