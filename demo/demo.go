@@ -108,7 +108,7 @@ func (d *demo) run(ctx context.Context, simCfg enginesim.Config, o Config, stder
 	bg, stop := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { stop(); wg.Wait() }()
-	simSrv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	simSrv := &http.Server{Handler: sim.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: enginesim.KeepAliveTimeout}
 	wg.Go(func() { _ = sim.Run(bg) })
 	wg.Go(func() { _ = simSrv.Serve(simLn) })
 	defer simSrv.Close()

@@ -306,3 +306,12 @@ func (s *Server) serveTokenize(w http.ResponseWriter, r *http.Request) {
 		"count": len(ids), "max_model_len": s.cfg.Profile.MaxModelLen, "tokens": ids, "token_strs": nil,
 	})
 }
+
+// KeepAliveTimeout is how long the engines' API servers keep an idle keep-alive
+// connection open: vLLM runs uvicorn with TIMEOUT_KEEP_ALIVE = 5 s
+// (vllm/entrypoints/openai/api_server.py), SGLang with timeout_keep_alive=5
+// (python/sglang/srt/entrypoints/http_server.py, launch_server). The
+// simulator's HTTP servers (slogate sim, the demo) close idle connections after the
+// same time, so that a client's connection pool meets engine-closed connections as it
+// would in front of a real engine.
+const KeepAliveTimeout = 5 * time.Second

@@ -47,10 +47,9 @@ type engineTransport struct {
 }
 
 // engineIdleTimeout is how long an engine connection waits for its next request. It is
-// below the 5 s after which vLLM's API server (uvicorn, TIMEOUT_KEEP_ALIVE in
-// vllm/entrypoints/openai/api_server.py) and SGLang's (uvicorn's default) close an idle
-// keep-alive connection, so that slogate closes first rather than keep sockets the
-// engine has already closed.
+// below the 5 s after which vLLM's and SGLang's API servers close an idle keep-alive
+// connection (enginesim.KeepAliveTimeout), so that slogate closes first rather than
+// keep sockets the engine has already closed.
 const engineIdleTimeout = 4 * time.Second
 
 // newEngineTransport returns an engineTransport whose answers' headers must arrive

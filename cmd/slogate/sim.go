@@ -134,7 +134,7 @@ func serveSim(ctx context.Context, srv *enginesim.Server, addr string, log *slog
 	if err != nil {
 		return err
 	}
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second, IdleTimeout: enginesim.KeepAliveTimeout}
 	engineCtx, stopEngine := context.WithCancel(context.Background())
 	defer stopEngine()
 	go func() { _ = srv.Run(engineCtx) }()
