@@ -110,9 +110,9 @@ type Config struct {
 // Proxy is the client-facing handler. It is safe for concurrent use.
 type Proxy struct {
 	cfg       Config
-	rp        *httputil.ReverseProxy // the routes passed through
-	inference *httputil.ReverseProxy // the inference routes
-	engine    *engineTransport       // the inference routes' transport; nil when Config.Transport was given or the engine speaks HTTPS
+	rp          *httputil.ReverseProxy // the routes passed through
+	inferenceRT http.RoundTripper      // the inference routes' transport
+	engine      *engineTransport       // slogate's own transport; nil when Config.Transport was given or the engine speaks HTTPS
 	live      liveSet
 	limit     int64
 }
@@ -137,22 +137,16 @@ func New(cfg Config) *Proxy {
 		}
 	}
 	p.live.init()
-	p.rp = p.reverseProxy(p.cfg.Transport)
-	p.inference = p.reverseProxy(inference)
-	return p
-}
-
-// reverseProxy returns the ReverseProxy that forwards through t.
-func (p *Proxy) reverseProxy(t http.RoundTripper) *httputil.ReverseProxy {
-	return &httputil.ReverseProxy{
-		Rewrite:        p.rewrite,
-		Transport:      t,
-		FlushInterval:  -1,
-		ModifyResponse: p.modifyResponse,
-		ErrorHandler:   p.errorHandler,
-		ErrorLog:       slog.NewLogLogger(p.cfg.Logger.Handler(), slog.LevelDebug),
-		BufferPool:     bufferPool{},
+	p.inferenceRT = inference
+	p.rp = &httputil.ReverseProxy{
+		Rewrite:       func(pr *httputil.ProxyRequest) { pr.SetURL(p.cfg.Upstream) },
+		Transport:     p.cfg.Transport,
+		FlushInterval: -1,
+		ErrorHandler:  p.errorHandler,
+		ErrorLog:      slog.NewLogLogger(cfg.Logger.Handler(), slog.LevelDebug),
+		BufferPool:    bufferPool{},
 	}
+	return p
 }
 
 // newTransport returns a transport for one upstream on the same host: many idle
@@ -191,7 +185,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if !p.admit(w, ex) {
 		return
 	}
-	p.inference.ServeHTTP(w, r.WithContext(ctx))
+	p.forward(w, ex)
 }
 
 // ErrShutdown is the cause with which Shutdown cancels the requests in flight.
@@ -206,16 +200,9 @@ var ErrShutdown = errors.New("proxy: slogate is shutting down")
 // the connections. Requests that arrive afterwards are served as usual.
 func (p *Proxy) Shutdown() int { return p.live.cutAll(ErrShutdown) }
 
-func (p *Proxy) rewrite(pr *httputil.ProxyRequest) {
-	pr.SetURL(p.cfg.Upstream)
-	if ex, ok := pr.Out.Context().Value(exchangeKey{}).(*exchange); ok {
-		ex.rewrite(pr.Out)
-	}
-}
-
-// bufferPool recycles the copy buffers of the ReverseProxy. A stream holds its buffer for
-// as long as it lasts, and its events are small, so 4 KiB (what the client connection's
-// own write buffer holds) rather than the default 32.
+// bufferPool recycles the copy buffers of the ReverseProxy of the routes passed through,
+// and of the proxy's copy of non-streaming answers: 4 KiB (what the client connection's
+// own write buffer holds) rather than ReverseProxy's default 32.
 type bufferPool struct{}
 
 var copyBuffers = sync.Pool{New: func() any { b := make([]byte, 4<<10); return &b }}

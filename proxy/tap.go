@@ -19,13 +19,20 @@ import (
 // larger answer passes through unmeasured.
 const maxMeasuredBody = 8 << 20
 
-// modifyResponse puts a tap on the body of an inference response, which measures it as
-// the ReverseProxy copies it to the client.
-func (p *Proxy) modifyResponse(resp *http.Response) error {
-	ex, ok := resp.Request.Context().Value(exchangeKey{}).(*exchange)
-	if !ok {
-		return nil
-	}
+// tap is the body of an inference response on its way to the client, measured as it
+// passes.
+type tap interface {
+	// writeTo writes the body to the client, flushing as it goes. It returns nil at the
+	// body's end, and the error when reading or writing failed: the client's connection
+	// is then to be aborted.
+	writeTo(w io.Writer, flush func() error) error
+	// Close closes the engine's body.
+	Close() error
+}
+
+// tapAnswer returns the tap that measures the body of an inference response as the
+// proxy copies it to the client.
+func (p *Proxy) tapAnswer(ex *exchange, resp *http.Response) tap {
 	ex.status = resp.StatusCode
 	if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
 		if ex.inject && resp.ContentLength >= 0 {
@@ -33,15 +40,18 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 			resp.ContentLength = -1
 			resp.Header.Del("Content-Length")
 		}
-		resp.Body = &sseTap{ex: ex, src: resp.Body}
 		if p.cfg.StreamIdleTimeout > 0 {
 			ex.idle = newIdleWatch(p.cfg.StreamIdleTimeout, ex.cancel)
 		}
-		return nil
+		return &sseTap{ex: ex, src: resp.Body}
 	}
-	resp.Body = &bodyTap{ex: ex, src: resp.Body}
-	return nil
+	return &bodyTap{ex: ex, src: resp.Body}
 }
+
+var (
+	_ tap = (*sseTap)(nil)
+	_ tap = (*bodyTap)(nil)
+)
 
 // sseTap passes a server-sent event stream through event by event, feeding each event to
 // the exchange's recorder. It forwards every byte the engine sent, in order, except the
@@ -49,7 +59,7 @@ func (p *Proxy) modifyResponse(resp *http.Response) error {
 //
 // A stream that breaks off (the engine's connection fails, or the idle watch cancels it)
 // while the client is still there ends with an OpenAI error event in place of the
-// incomplete event the engine left, and then Read fails, so that the ReverseProxy aborts
+// incomplete event the engine left, and then writeTo fails, so that the proxy aborts
 // the client's connection: an OpenAI SDK raises the error event, any other client sees
 // a truncated body; none can take the stream for a complete answer.
 type sseTap struct {
@@ -59,37 +69,65 @@ type sseTap struct {
 	passthrough bool            // an event exceeded the parser's limit: forward the rest unmeasured
 	bufs        *tapBuffers
 	out         []byte // bytes ready for the client
-	sent        int    // of out, already returned by Read
 	err         error  // the upstream's terminal error (io.EOF at a clean end)
 	lastCR      bool   // the last byte queued for the client was "\r"
 	skipLF      bool   // a dropped event ended in "\r": drop the "\n" completing it
 	tail        []byte // in passthrough, the last bytes forwarded, to find the end marker
 }
 
-// Read implements io.Reader for the ReverseProxy's copy loop.
-func (t *sseTap) Read(p []byte) (int, error) {
-	for t.sent == len(t.out) {
-		if t.err != nil {
-			return 0, t.err
+// writeTo writes the stream to the client as it arrives: the headers at once (the
+// engine sent them before its first event), then what the reads of the engine
+// completed, in one write and one flush once no more of it is buffered (several events
+// that arrived together go out together, up to maxCoalesced bytes). It fails when
+// writing failed or the engine's stream broke off (after the error event, when there
+// was a client to tell).
+func (t *sseTap) writeTo(w io.Writer, flush func() error) error {
+	_ = flush()
+	for {
+		if len(t.out) > 0 && !t.more() {
+			if _, err := w.Write(t.out); err != nil {
+				return err
+			}
+			t.out = t.out[:0]
+			_ = flush()
 		}
-		if t.bufs == nil {
-			t.bufs = tapPool.Get().(*tapBuffers)
-			t.out = t.bufs.out[:0]
-			t.parser = &t.bufs.parser
-			t.parser.Reset()
+		switch {
+		case t.err == io.EOF:
+			return nil
+		case t.err != nil:
+			return t.err
 		}
-		t.out, t.sent = t.out[:0], 0
-		t.ex.idle.reading()
-		n, err := t.src.Read(t.bufs.read[:])
-		t.ex.idle.read()
-		t.feed(t.bufs.read[:n])
-		if err != nil {
-			t.end(err)
-		}
+		t.fill()
 	}
-	n := copy(p, t.out[t.sent:])
-	t.sent += n
-	return n, nil
+}
+
+// maxCoalesced bounds the bytes writeTo holds back for the client while more of the
+// engine's stream is buffered.
+const maxCoalesced = 4 << 10
+
+// more reports whether the engine's stream has more bytes buffered, ready to read at
+// once, and the queue for the client has room for them: writing can wait for them.
+func (t *sseTap) more() bool {
+	b, ok := t.src.(interface{ Buffered() int })
+	return ok && t.err == nil && len(t.out) < maxCoalesced && b.Buffered() > 0
+}
+
+// fill reads the engine's stream once and queues for the client what the read
+// completed (which may be nothing).
+func (t *sseTap) fill() {
+	if t.bufs == nil {
+		t.bufs = tapPool.Get().(*tapBuffers)
+		t.out = t.bufs.out[:0]
+		t.parser = &t.bufs.parser
+		t.parser.Reset()
+	}
+	t.ex.idle.reading()
+	n, err := t.src.Read(t.bufs.read[:])
+	t.ex.idle.read()
+	t.feed(t.bufs.read[:n])
+	if err != nil {
+		t.end(err)
+	}
 }
 
 func (t *sseTap) feed(b []byte) {
@@ -282,11 +320,12 @@ func (t *sseTap) Close() error {
 
 // tapBuffers are the read buffer, output queue and parser of one sseTap, recycled
 // across requests so that a stream costs no buffer allocation. Every open stream holds
-// one, so they are small: the read buffer matches the transport's own (4 KiB, what one
-// read of the engine's connection returns at most), and the queue, which holds the
-// events of one read, starts at 1 KiB and keeps what it grew to.
+// one, so they are small: the read buffer holds an event or a few (1 KiB: an engine's
+// chunk of one token is 200–600 bytes; a larger one takes more reads, from the
+// transport's buffer, not the socket), and the queue, which holds the events of one
+// write, starts at 1 KiB and keeps what it grew to.
 type tapBuffers struct {
-	read   [4 << 10]byte
+	read   [1 << 10]byte
 	out    []byte
 	parser wire.SSEParser // DefaultMaxEvent
 }
@@ -304,8 +343,30 @@ type bodyTap struct {
 	over bool // the body outgrew maxMeasuredBody
 }
 
-// Read implements io.Reader for the ReverseProxy's copy loop.
-func (t *bodyTap) Read(p []byte) (int, error) {
+// writeTo copies the body through a pooled buffer, flushing after every write, as
+// ReverseProxy does with a negative flush interval.
+func (t *bodyTap) writeTo(w io.Writer, flush func() error) error {
+	buf := copyBuffers.Get().(*[]byte)
+	defer copyBuffers.Put(buf)
+	for {
+		n, rerr := t.read(*buf)
+		if n > 0 {
+			if _, werr := w.Write((*buf)[:n]); werr != nil {
+				return werr
+			}
+			_ = flush()
+		}
+		switch {
+		case rerr == io.EOF:
+			return nil
+		case rerr != nil:
+			return rerr
+		}
+	}
+}
+
+// read reads the engine's body, keeping a copy to measure at its end.
+func (t *bodyTap) read(p []byte) (int, error) {
 	n, err := t.src.Read(p)
 	if !t.over {
 		if len(t.copy)+n > maxMeasuredBody {

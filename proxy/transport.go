@@ -19,7 +19,7 @@ import (
 // (two goroutines, their stacks and two 4 KiB buffers) for as long as it is open; an
 // inference request's body is already in memory and its answer is read by one
 // goroutine, so engineTransport writes the request from a pooled buffer and reads the
-// answer through one pooled 4 KiB reader, held only while the exchange lasts.
+// answer through one pooled 2 KiB reader, held only while the exchange lasts.
 //
 // Guarantees:
 //   - A request's context bounds the whole exchange: once it is done, a pending dial,
@@ -76,10 +76,11 @@ type engineConn struct {
 	cancelled bool
 }
 
-// Pools of the buffers an exchange holds: the reader for the whole exchange, the writer
-// while the request is written.
+// Pools of the buffers an exchange holds: the reader for the whole exchange (2 KiB: one
+// read of the engine's socket; events arrive one or a few at a time), the writer while
+// the request is written.
 var (
-	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 4<<10) }}
+	readers = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 2<<10) }}
 	writers = sync.Pool{New: func() any { return bufio.NewWriterSize(nil, 4<<10) }}
 )
 
@@ -304,6 +305,17 @@ type engineBody struct {
 	ended atomic.Bool // the connection was put back or closed
 	mu    sync.Mutex
 	err   error // what Read returns once ended
+}
+
+// Buffered returns how many bytes of the answer (with its chunk framing) are read from
+// the connection and not yet from the body: more than 0 means the engine sent more,
+// which a read returns without waiting unless it is the start of a chunk whose rest is
+// still on its way. It is for the reading goroutine only.
+func (b *engineBody) Buffered() int {
+	if b.ended.Load() {
+		return 0
+	}
+	return b.c.br.Buffered()
 }
 
 // errBodyClosed is what a read of a body closed before its end returns.
