@@ -28,6 +28,7 @@ func runServe(ctx context.Context, args []string, _, stderr io.Writer) error {
 	if err != nil {
 		return err
 	}
+	setMemoryLimit(log)
 	sc, err := sidecar.New(cfg, sidecar.Options{Logger: log})
 	if err != nil {
 		return err
