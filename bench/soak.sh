@@ -20,7 +20,8 @@
 # request that asked for no fault got a 5xx, an answer broke or never came, slogate's
 # count disagrees with the clients', slogate or the simulator died, or slogate's
 # goroutines and open fds did not return to their level before the load within 2 minutes
-# of its end (slogate closes its idle connections to the engine after 90 s).
+# of its end (slogate closes its idle connections to the engine after 4 s, those of
+# routes passed through after 90 s).
 #
 #   bench/soak.sh                       # 10 minutes, 1,000 clients
 #   bench/soak.sh 2m 500                # [duration] [clients]
