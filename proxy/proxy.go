@@ -109,12 +109,12 @@ type Config struct {
 
 // Proxy is the client-facing handler. It is safe for concurrent use.
 type Proxy struct {
-	cfg       Config
+	cfg         Config
 	rp          *httputil.ReverseProxy // the routes passed through
 	inferenceRT http.RoundTripper      // the inference routes' transport
 	engine      *engineTransport       // slogate's own transport; nil when Config.Transport was given or the engine speaks HTTPS
-	live      liveSet
-	limit     int64
+	live        liveSet
+	limit       int64
 }
 
 // New returns a Proxy for cfg.
