@@ -112,6 +112,7 @@ func (o *options) defineCompare(fs *flag.FlagSet, r *rawFlags) {
 	fs.DurationVar(&o.shapes.Warmup, "shapes-warmup", 10*time.Minute, "shapes: unmeasured arrivals before the window, in virtual time")
 	fs.DurationVar(&o.shapes.Window, "shapes-window", time.Hour, "shapes: measured arrivals, in virtual time")
 	fs.IntVar(&o.shapes.LongPrefill, "shapes-long-prefill", 0, "shapes: the engine's --long-prefill-token-threshold, vLLM's cap on one request's prefill tokens per step; 0: off")
+	fs.Uint64Var(&o.shapes.ArrivalSeed, "shapes-arrival-seed", 0, "shapes: seed of the measured arrivals and prompts only (the calibration and the knee keep -seed); 0: -seed")
 }
 
 // defineFairness registers the flags of the fairness phase.

@@ -32,6 +32,18 @@ type shapesOpts struct {
 	Warmup, Window time.Duration // virtual
 	// LongPrefill is the engine's --long-prefill-token-threshold (vLLM's); 0: off.
 	LongPrefill int
+	// ArrivalSeed seeds the measured arrivals and prompts only, so that runs on other
+	// arrivals compare the same configurations: the calibration and the knee keep the
+	// program's -seed. 0: -seed for both.
+	ArrivalSeed uint64
+}
+
+// arrivalSeed returns the seed of the measured arrivals: ArrivalSeed, or seed without one.
+func (o shapesOpts) arrivalSeed(seed uint64) uint64 {
+	if o.ArrivalSeed != 0 {
+		return o.ArrivalSeed
+	}
+	return seed
 }
 
 // mixTiers are slogate's built-in tiers (admission.DefaultConfig) with the SLOs a user
@@ -218,7 +230,7 @@ func shapes(ctx context.Context, o options) (shapesRun, error) {
 		for _, m := range c.Levels {
 			cl := mixClasses(tiers, m*knee)
 			e := &experiment{
-				Name: fmt.Sprintf("shapes %s %gx", a.Name, m), Seed: o.seed, Warmup: o.shapes.Warmup, Window: o.shapes.Window,
+				Name: fmt.Sprintf("shapes %s %gx", a.Name, m), Seed: o.shapes.arrivalSeed(o.seed), Warmup: o.shapes.Warmup, Window: o.shapes.Window,
 				Grace: mixGrace(cl), CV: a.CV, Classes: cl,
 			}
 			if err := e.playVirtual(p, run.Setups); err != nil {
@@ -267,8 +279,8 @@ func printShapes(w io.Writer, o options, sr shapesRun, took time.Duration) {
 	c := o.compare
 	tiers := mixTiers()
 	fmt.Fprintf(w, "## Shapes (took %s of wall time)\n\n", took.Round(time.Second))
-	fmt.Fprintf(w, "Profile %s, in virtual time: %s warm-up, %s measured, arrivals going on through the grace after it; the seven shapes an equal share of the requests each, judged by their tier's SLO:\n\n",
-		sr.Profile.Name, o.shapes.Warmup, o.shapes.Window)
+	fmt.Fprintf(w, "Profile %s, in virtual time: %s warm-up, %s measured, arrivals (seed %d) going on through the grace after it; the seven shapes an equal share of the requests each, judged by their tier's SLO:\n\n",
+		sr.Profile.Name, o.shapes.Warmup, o.shapes.Window, o.shapes.arrivalSeed(o.seed))
 	var rows [][]string
 	for _, cl := range mixClasses(tiers, 1) {
 		rows = append(rows, []string{cl.Name, fmt.Sprintf("%d / %d", cl.Input, cl.Output), tierOf(tiers, cl.Input), fmt.Sprintf("%s / %s", cl.SLO.TTFT, cl.SLO.TPOT)})

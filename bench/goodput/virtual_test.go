@@ -295,3 +295,25 @@ func checkCompareVirtual(t *testing.T, tiers string) {
 		}
 	}
 }
+
+// The shapes phase's measured arrivals take -shapes-arrival-seed when it is set, and
+// -seed otherwise; the calibration and the knee always take -seed.
+func TestShapesArrivalSeed(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want uint64
+	}{
+		{nil, 1},
+		{[]string{"-seed=7"}, 7},
+		{[]string{"-shapes-arrival-seed=3"}, 3},
+		{[]string{"-seed=7", "-shapes-arrival-seed=3"}, 3},
+	} {
+		o, err := parseFlags(flag.NewFlagSet("goodput", flag.ContinueOnError), tc.args)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := o.shapes.arrivalSeed(o.seed); got != tc.want {
+			t.Errorf("%v: arrival seed %d, want %d", tc.args, got, tc.want)
+		}
+	}
+}
