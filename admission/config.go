@@ -31,8 +31,10 @@ type Config struct {
 	Feedback Feedback     `yaml:"feedback,omitempty"`
 	// SharedRate makes the tiers' rates one engine budget: a request of a tier at rate r
 	// costs 1/r of an engine second, and the tiers together take at most one engine
-	// second per second (shared.go), each still within its own rate; a request the
-	// budget cannot pay for is rejected with EngineBudget. A reload starts it full.
+	// second per second (shared.go), each still within its own rate — or up to 2 while
+	// the demand, over the last minute and the last ten, asks for no more than that (a
+	// moderate overload is served whole); a request the budget cannot pay for is
+	// rejected with EngineBudget. A reload starts it full, and lending ten minutes later.
 	// slogate calibrate sets it: its rates are each tier's alone on the engine.
 	SharedRate bool `yaml:"shared_rate,omitempty"`
 	// Tenants, when set, gives requests a tenant each: fair share inside the tiers and

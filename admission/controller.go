@@ -91,7 +91,7 @@ type Controller struct {
 	tiers   []*tierState  // the current tiers, by growing max_input_tokens
 	retired []*tierState  // tiers removed by a reload that still have requests
 	ten     *tenancy      // nil without a tenants section
-	shared  *rate.Limiter // the engine budget the tiers share; nil unless Config.SharedRate
+	shared  *sharedBudget // the engine budget the tiers share; nil unless Config.SharedRate
 	seq     uint64        // numbers the waiters in order of arrival
 
 	resolver atomic.Pointer[resolver] // the tenants section's identities; nil without one
@@ -152,7 +152,7 @@ func (c *Controller) Reload(cfg Config) error {
 	c.tiers, c.fb = tiers, cfg.Feedback
 	c.shared = nil
 	if cfg.SharedRate {
-		c.shared = newSharedBudget(cfg.Tiers)
+		c.shared = newSharedBudget(cfg.Tiers, now)
 	}
 	c.configureTenants(cfg.Tenants, now)
 	return nil
@@ -206,6 +206,7 @@ func (c *Controller) Admit(ctx context.Context, r Request) (*Ticket, error) {
 	tk.t = t              // set before the ticket escapes: endPrefill reads it without the lock
 	if r.Class != Probe { // the demand on the tier is its users', whatever the verdict
 		t.offered.add(now)
+		t.sustained.add(now)
 	}
 	if ts := c.tenantOf(tk.tenant); ts != nil && r.Class != Probe {
 		tk.ten, tk.tenant, tk.class = ts, ts.cfg.Name, ts.cfg.class(r.Class)

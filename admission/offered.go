@@ -2,55 +2,85 @@ package admission
 
 import "time"
 
-// offeredWindow is how far back a tier's offered load is averaged (TierStats.Offered).
-const offeredWindow = time.Minute
+// offeredWindow is how far back a tier's offered load is averaged (TierStats.Offered),
+// in offeredSeconds buckets of a second.
+const (
+	offeredWindow  = time.Minute
+	offeredSeconds = int(offeredWindow / time.Second)
+)
 
-// offeredSeconds is the number of one-second buckets in offeredWindow.
-const offeredSeconds = int(offeredWindow / time.Second)
+// sustainedWindow is how far back the shared budget also averages the demand before it
+// lends (shared.go), in sustainedBuckets buckets of a minute: long enough that the quiet
+// spells of bursty arrivals do not read as a light load.
+const (
+	sustainedWindow  = 10 * time.Minute
+	sustainedBuckets = int(sustainedWindow / time.Minute)
+)
 
-// rateWindow counts a tier's arrivals in one-second buckets of the controller's clock
-// over the last offeredWindow: constant memory and constant work per arrival, whatever
-// the rate. Not safe for concurrent use; the controller's lock guards it.
+// rateWindow counts a tier's arrivals in buckets of the controller's clock over the last
+// len(counts) buckets: constant memory and constant work per arrival, whatever the rate.
+// Its zero value counts nothing; newRateWindow makes one. Not safe for concurrent use;
+// the controller's lock guards it.
 type rateWindow struct {
-	counts [offeredSeconds]int
-	newest int64 // the Unix second of the newest bucket
+	counts []int
+	width  int64 // seconds a bucket
+	newest int64 // the number of the newest bucket: Unix seconds / width
 	seen   bool  // an arrival was counted
+}
+
+// newRateWindow returns a window of n buckets of width (whole seconds, at least one).
+func newRateWindow(width time.Duration, n int) rateWindow {
+	return rateWindow{counts: make([]int, n), width: max(int64(width/time.Second), 1)}
 }
 
 // add counts one arrival at now.
 func (w *rateWindow) add(now time.Time) {
+	if len(w.counts) == 0 {
+		return
+	}
 	if !w.seen {
-		w.seen, w.newest = true, now.Unix()
+		w.seen, w.newest = true, w.bucket(now)
 	}
 	w.advance(now)
-	w.counts[second(w.newest)]++
+	w.counts[w.index(w.newest)]++
 }
 
-// second returns the index of second sec's bucket.
-func second(sec int64) int {
-	i := int(sec % int64(offeredSeconds))
+// bucket returns the number of now's bucket.
+func (w *rateWindow) bucket(now time.Time) int64 {
+	b := now.Unix() / w.width
+	if now.Unix()%w.width < 0 {
+		b--
+	}
+	return b
+}
+
+// index returns the slot of bucket b.
+func (w *rateWindow) index(b int64) int {
+	n := int64(len(w.counts))
+	i := int(b % n)
 	if i < 0 {
-		i += offeredSeconds
+		i += int(n)
 	}
 	return i
 }
 
-// advance moves the window to now's second, emptying the buckets it passes over. A
+// advance moves the window to now's bucket, emptying the buckets it passes over. A
 // clock that steps back leaves the window where it is.
 func (w *rateWindow) advance(now time.Time) {
-	sec := now.Unix()
-	if sec-w.newest >= int64(offeredSeconds) {
-		w.counts, w.newest = [offeredSeconds]int{}, sec
+	b := w.bucket(now)
+	if b-w.newest >= int64(len(w.counts)) {
+		clear(w.counts)
+		w.newest = b
 		return
 	}
-	for ; w.newest < sec; w.newest++ {
-		w.counts[second(w.newest+1)] = 0
+	for ; w.newest < b; w.newest++ {
+		w.counts[w.index(w.newest+1)] = 0
 	}
 }
 
-// rate returns the arrivals per second over the offeredWindow up to now: the newest
-// second's bucket included (so a burst shows at once), the window's oldest second
-// dropped as now passes it.
+// rate returns the arrivals per second over the window up to now: the newest bucket
+// included (so a burst shows at once), the window's oldest bucket dropped as now passes
+// it.
 func (w *rateWindow) rate(now time.Time) float64 {
 	if !w.seen {
 		return 0
@@ -60,5 +90,5 @@ func (w *rateWindow) rate(now time.Time) float64 {
 	for _, c := range w.counts {
 		n += c
 	}
-	return float64(n) / offeredWindow.Seconds()
+	return float64(n) / (float64(len(w.counts)) * float64(w.width))
 }

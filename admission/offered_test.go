@@ -93,23 +93,39 @@ func TestOfferedRate(t *testing.T) {
 	}
 }
 
-// TestRateWindow pins the window's arithmetic: a minute of one-second buckets, the
-// newest second included, a clock stepping back changing nothing.
+// TestRateWindow pins the window's arithmetic: the newest bucket included, the oldest
+// dropped as the clock passes it, a clock stepping back changing nothing; for the
+// offered load's minute of one-second buckets and the shared budget's ten minutes of
+// one-minute buckets. A zero window counts nothing.
 func TestRateWindow(t *testing.T) {
-	var w rateWindow
 	at := func(s float64) time.Time { return time.Unix(0, 0).Add(time.Duration(s * float64(time.Second))) }
-	if w.rate(at(5)) != 0 {
-		t.Fatal("an empty window has a rate")
-	}
-	for i := range 120 {
-		w.add(at(float64(i) / 2)) // 2 a second from 0 s to 59.5 s, starting at the epoch
-	}
-	for _, c := range []struct {
-		at   float64
-		want float64
-	}{{59.9, 2}, {60, 118.0 / 60}, {89.5, 60.0 / 60}, {30, 60.0 / 60}, {119.9, 0}} {
-		if got := w.rate(at(c.at)); math.Abs(got-c.want) > 1e-9 {
-			t.Errorf("at %v s: %v req/s, want %v", c.at, got, c.want)
-		}
+	type point struct{ at, want float64 }
+	for _, tc := range []struct {
+		name   string
+		w      rateWindow
+		every  float64 // seconds between arrivals
+		n      int     // arrivals from the epoch on
+		points []point
+	}{
+		{"a minute of seconds", newRateWindow(time.Second, offeredSeconds), 0.5, 120, // 2 a second from 0 to 59.5 s
+			[]point{{59.9, 2}, {60, 118.0 / 60}, {89.5, 60.0 / 60}, {30, 60.0 / 60}, {119.9, 0}}},
+		{"ten minutes of minutes", newRateWindow(time.Minute, sustainedBuckets), 30, 20, // 2 a minute from 0 to 9m30s
+			[]point{{599, 20.0 / 600}, {600, 18.0 / 600}, {900, 8.0 / 600}, {300, 8.0 / 600}, {1199, 0}}},
+		{"zero", rateWindow{}, 1, 10, []point{{5, 0}}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w := tc.w
+			if w.rate(at(5)) != 0 {
+				t.Fatal("an empty window has a rate")
+			}
+			for i := range tc.n {
+				w.add(at(float64(i) * tc.every))
+			}
+			for _, p := range tc.points {
+				if got := w.rate(at(p.at)); math.Abs(got-p.want) > 1e-9 {
+					t.Errorf("at %v s: %v req/s, want %v", p.at, got, p.want)
+				}
+			}
+		})
 	}
 }

@@ -155,6 +155,9 @@ func (c *Controller) Tick() {
 		c.expire(now, t)
 		t.adjust(now, c.fb)
 	}
+	if c.shared != nil {
+		c.shared.lend(now, c.demand(now))
+	}
 	c.pump(now)
 	c.dropRetired()
 }

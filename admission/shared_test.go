@@ -96,7 +96,7 @@ func TestSharedUnits(t *testing.T) {
 			t.Errorf("cost(%g) = %d, want %d", tc.rate, got, tc.want)
 		}
 	}
-	if b := newSharedBudget([]TierConfig{{Rate: 1e-300, Burst: 1}}); b == nil || b.Burst() != math.MaxInt32 {
+	if b := newSharedBudget([]TierConfig{{Rate: 1e-300, Burst: 1}}, time.Time{}); b == nil || b.lim.Burst() != math.MaxInt32 {
 		t.Errorf("budget for a near-zero rate: %v", b)
 	}
 }
@@ -147,6 +147,56 @@ func TestSharedRateFeedback(t *testing.T) {
 				t.Errorf("the short tier's rate is %v, want %v", got, tc.want)
 			}
 			long.Done(fast)
+		})
+	}
+}
+
+// The budget lends: once it has counted the demand over a whole sustainedWindow, it
+// refills at maxBudgetScale while the tiers' arrivals ask for at most that many engine
+// seconds a second (each at the cost of its tier's working rate) over the last minute and
+// over the last sustainedWindow, and at one otherwise. Arrivals count whatever admission
+// decides: here the long tier's own bucket turns most of them away.
+func TestSharedBudgetLends(t *testing.T) {
+	const bound = int(60 * maxBudgetScale) // a minute's long arrivals that ask for the bound
+	for _, tc := range []struct {
+		name        string
+		early       int           // long arrivals at once, a minute after the start
+		wait        time.Duration // from the start to the other arrivals
+		long, short int           // arrivals, at once: a long one costs 1 s, a short one 0.1 s
+		want        float64
+	}{
+		{"before a whole window", 0, sustainedWindow - time.Second, 0, 0, 1},
+		{"no demand", 0, sustainedWindow, 0, 0, maxBudgetScale},
+		{"the minute's at the bound", 0, sustainedWindow, bound - 30, 300, maxBudgetScale}, // (bound − 30 + 300 × 0.1) / 60 s = maxBudgetScale
+		{"the minute's past the bound", 0, sustainedWindow, bound - 30, 310, 1},
+		{"a heavy load nine minutes ago", 10*bound + 10, sustainedWindow, 0, 0, 1}, // 600 s × (maxBudgetScale + 1/60) over ten minutes, none in the last
+		{"a lighter load nine minutes ago", 10*bound - 10, sustainedWindow, 0, 0, maxBudgetScale},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, Enforce, twoTiers(true))
+			arrive := func(long, short int) {
+				for i := range long + short {
+					n := 1000
+					if i >= long {
+						n = 10
+					}
+					if tk, err := h.c.Admit(t.Context(), req(n)); err == nil {
+						tk.Done(ok)
+					}
+				}
+			}
+			h.clock.Step(time.Minute)
+			arrive(tc.early, 0)
+			h.clock.Step(tc.wait - time.Minute)
+			arrive(tc.long, tc.short)
+			h.c.Tick()
+			st := h.c.Stats()
+			h.c.mu.Lock()
+			refill := float64(h.c.shared.lim.Limit())
+			h.c.mu.Unlock()
+			if st.BudgetScale != tc.want || math.Abs(refill-budgetUnits*tc.want) > 1e-9 {
+				t.Errorf("demand %.3f: scale %v refilling %v units/s, want %v", st.Demand, st.BudgetScale, refill, tc.want)
+			}
 		})
 	}
 }

@@ -44,6 +44,9 @@ type Stats struct {
 	// Identify says how requests are told apart (tenant.Rule's String); "" without a
 	// tenants section.
 	Identify string
+	// Demand is the engine seconds a second the tiers' arrivals ask of the shared budget
+	// (Config.SharedRate), and BudgetScale what it refills at; both 0 without one.
+	Demand, BudgetScale float64
 }
 
 // TenantStats is a tenant's state at one moment.
@@ -65,6 +68,9 @@ func (c *Controller) Stats() Stats {
 	defer c.mu.Unlock()
 	now := c.opts.Clock.Now()
 	st := Stats{Mode: c.opts.Mode, Engine: c.engineState(now, 0)}
+	if c.shared != nil {
+		st.Demand, st.BudgetScale = c.demand(now), c.shared.scale
+	}
 	for _, t := range c.tiers {
 		t.releasePrefill(now)
 		ts := TierStats{

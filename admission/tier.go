@@ -33,6 +33,7 @@ type tierState struct {
 	slo        sloWindow
 	finished   []time.Time // recent completions, oldest first, for the service rate
 	offered    rateWindow  // arrivals classified into the tier, probes excluded (TierStats.Offered)
+	sustained  rateWindow  // the same arrivals over sustainedWindow, for the shared budget
 	adjusted   time.Time   // when the feedback last ran
 	changed    time.Time   // when the feedback last changed the cap
 }
@@ -68,7 +69,11 @@ const (
 )
 
 func newTierState(cfg TierConfig, now time.Time) *tierState {
-	t := &tierState{limit: float64(cfg.MaxInFlight)}
+	t := &tierState{
+		limit:     float64(cfg.MaxInFlight),
+		offered:   newRateWindow(time.Second, offeredSeconds),
+		sustained: newRateWindow(time.Minute, sustainedBuckets),
+	}
 	t.configure(cfg, now)
 	return t
 }
