@@ -315,7 +315,14 @@ func (c *Controller) decide(now time.Time, t *tierState, tk *Ticket, d *Decision
 
 // queue puts a request that cannot start now in its tier's queue, or rejects it when
 // the queue is full or the wait would be too long.
-func (c *Controller) queue(now time.Time, t *tierState, tk *Ticket, d *Decision) (*waiter, *Rejection) {
+func (c *Controller) queue(now time.Time, t *tierState, tk *Ticket, d *Decision) (w *waiter, rej *Rejection) {
+	if d.Reason == InFlightCap {
+		defer func() {
+			if rej != nil { // demand above the cap: the feedback may grow it (adjust)
+				t.capHits++
+			}
+		}()
+	}
 	wait := time.Duration(t.cfg.MaxQueueWait)
 	if t.cfg.MaxQueue == 0 {
 		// Without a queue, a request the cap holds back is turned away as from a full
@@ -347,7 +354,7 @@ func (c *Controller) queue(now time.Time, t *tierState, tk *Ticket, d *Decision)
 		c.turnAway(victim, reject(t, Shed, time.Second, "%s", why), now)
 	}
 	c.seq++
-	w := &waiter{class: tk.class, tokens: tk.tokens, enqueued: now, deadline: now.Add(wait), ch: make(chan grant, 1), ticket: tk, seq: c.seq}
+	w = &waiter{class: tk.class, tokens: tk.tokens, enqueued: now, deadline: now.Add(wait), ch: make(chan grant, 1), ticket: tk, seq: c.seq}
 	t.enqueue(w)
 	if d.Shadow {
 		d.Verdict = Queued

@@ -25,9 +25,19 @@ import (
 //     below min_in_flight. Aiming below the SLO keeps the cap off the edge where one more
 //     request in the batch pushes every request over it; scaling the cut with the
 //     overshoot gets far off caps down in a few rounds instead of dozens.
-//   - Otherwise, if requests are waiting in the tier's queue (demand above the cap), the
-//     cap grows by Feedback.Increase (default 1), never above max_in_flight.
-//   - With the SLOs met and nobody waiting, the cap stays where it is.
+//   - Otherwise, if requests are waiting in the tier's queue or arrivals the cap held back
+//     were turned away since the last round (demand above the cap), the cap grows by
+//     Feedback.Increase (default 1), never above max_in_flight.
+//   - With the SLOs met and no demand above the cap, the cap stays where it is.
+//   - With too few requests since the cap last changed to judge it (fewer than
+//     MinSamples of each metric in the window), the cap stays, unless a whole Window has
+//     passed since it last changed or grew this way: then it grows by Increase while
+//     arrivals are turned away for it, one step a Window, and the requests dispatched
+//     since its last judged change keep counting. Without this, a cap cut low enough
+//     stays there: at a cap of a few, requests that run for longer than the window
+//     (2,048 output tokens) end too rarely to fill it, and the cap is never judged
+//     again. Growing at once, a step a round, ran the 8K shape's built-in tiers far past
+//     their SLOs before a judgement came (docs/benchmarks.md, the seven-shape mix).
 //
 // A tier with a max_rate above its rate has its token bucket's rate adjusted in the
 // same step: cut as the cap is (never below rate) when an SLO is missed, and raised by
@@ -82,20 +92,30 @@ func (t *tierState) adjust(now time.Time, fb Feedback) bool {
 		return false
 	}
 	t.adjusted = now
+	capHits := t.capHits
+	t.capHits = 0
 	w := &t.slo
 	cutoff := now.Add(-time.Duration(fb.Window))
 	w.ttft, w.tpot = dropBefore(w.ttft, cutoff), dropBefore(w.tpot, cutoff)
 	w.p95TTFT, w.p95TPOT = p95(w.ttft, t.changed, fb.MinSamples), p95(w.tpot, t.changed, fb.MinSamples)
-	if w.p95TTFT == 0 && w.p95TPOT == 0 {
-		return false
-	}
 	old := t.limit
+	if w.p95TTFT == 0 && w.p95TPOT == 0 {
+		// Too few requests since the cap last changed to judge it: once a whole window
+		// has passed without a judgement (or this growth), it grows while arrivals are
+		// turned away for it, and the requests it lets through still count for the
+		// round that will judge it (t.changed stays).
+		if capHits > 0 && now.Sub(later(t.changed, t.grown)) >= time.Duration(fb.Window) {
+			t.limit = min(t.limit+fb.Increase, float64(t.cfg.MaxInFlight))
+			t.grown = now
+		}
+		return t.limit != old
+	}
 	slo := t.cfg.SLO // an SLO of 0 is none (not "every observation misses")
 	factor := min(overshoot(w.p95TTFT, slo.TTFT, fb.Target), overshoot(w.p95TPOT, slo.TPOT, fb.Target))
 	switch {
 	case factor < 1:
 		t.limit = max(t.limit*max(min(factor, fb.Backoff), minBackoff), float64(t.cfg.MinInFlight))
-	case t.queued > 0:
+	case t.queued > 0 || capHits > 0:
 		t.limit = min(t.limit+fb.Increase, float64(t.cfg.MaxInFlight))
 	}
 	t.adjustRate(now, factor, fb)
@@ -128,6 +148,14 @@ func (t *tierState) adjustRate(now time.Time, factor float64, fb Feedback) {
 	if t.rate != old {
 		t.limiter.SetLimitAt(now, rate.Limit(t.rate))
 	}
+}
+
+// later returns the later of a and b.
+func later(a, b time.Time) time.Time {
+	if a.After(b) {
+		return a
+	}
+	return b
 }
 
 // minBackoff is the deepest single cut of the cap.

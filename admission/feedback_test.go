@@ -58,6 +58,9 @@ func TestAdjust(t *testing.T) {
 		limit      float64
 		min, max   int
 		queued     int
+		capHits    int           // arrivals turned away for the cap since the last round
+		changedAgo time.Duration // since the cap last changed; 0: never
+		grownAgo   time.Duration // since it last grew unjudged; 0: never
 		ttft, tpot []time.Duration
 		age        time.Duration // of every observation
 		sinceLast  time.Duration // since the previous round; 0: never ran
@@ -81,6 +84,14 @@ func TestAdjust(t *testing.T) {
 		{name: "one slow in 20 is under p95", limit: 5, min: 1, max: 10, queued: 1, ttft: append(many(19, sloTTFT/2), 10*sloTTFT), want: 6},
 		{name: "two slow in 20 reach p95", limit: 10, min: 1, max: 10, ttft: append(many(18, sloTTFT/2), 10*sloTTFT, 10*sloTTFT), want: 5},
 		{name: "no SLO set: never missed", limit: 5, min: 1, max: 10, queued: 1, ttft: many(20, time.Hour), noSLO: true, want: 6},
+		{name: "met, turned away for the cap: additive increase", limit: 5, min: 1, max: 10, capHits: 2, ttft: many(20, sloTTFT/2), want: 6},
+		{name: "missed, turned away for the cap: still backs off", limit: 10, min: 1, max: 10, capHits: 2, ttft: many(20, 2*sloTTFT), want: 5},
+		{name: "too few to judge, turned away for the cap: grows", limit: 3, min: 1, max: 10, capHits: 1, ttft: many(19, 2*sloTTFT), want: 4},
+		{name: "too few to judge a window after the change: grows", limit: 3, min: 1, max: 10, capHits: 1, changedAgo: 30 * time.Second, want: 4},
+		{name: "too few to judge within a window of the change: unchanged", limit: 3, min: 1, max: 10, capHits: 1, changedAgo: 29 * time.Second, want: 3},
+		{name: "too few to judge within a window of the last growth: unchanged", limit: 3, min: 1, max: 10, capHits: 1, changedAgo: time.Hour, grownAgo: 29 * time.Second, want: 3},
+		{name: "too few to judge, nobody turned away: unchanged", limit: 3, min: 1, max: 10, queued: 1, ttft: many(19, 2*sloTTFT), want: 3},
+		{name: "too few to judge: grows no higher than max", limit: 10, min: 1, max: 10, capHits: 1, want: 10},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,7 +101,13 @@ func TestAdjust(t *testing.T) {
 			}
 			now := epoch
 			ts := newTierState(TierConfig{Name: "t", MinInFlight: tt.min, MaxInFlight: tt.max, SLO: slo}, now)
-			ts.limit, ts.queued = tt.limit, tt.queued
+			ts.limit, ts.queued, ts.capHits = tt.limit, tt.queued, tt.capHits
+			if tt.changedAgo > 0 {
+				ts.changed = now.Add(-tt.changedAgo)
+			}
+			if tt.grownAgo > 0 {
+				ts.grown = now.Add(-tt.grownAgo)
+			}
 			if tt.sinceLast > 0 {
 				ts.adjusted = now.Add(-tt.sinceLast)
 			}
@@ -104,8 +121,14 @@ func TestAdjust(t *testing.T) {
 			if ts.limit != tt.want || changed != (tt.want != tt.limit) {
 				t.Fatalf("limit %v (changed %v), want %v", ts.limit, changed, tt.want)
 			}
-			if tt.want != tt.limit && !ts.changed.Equal(now) {
-				t.Fatalf("the cap changed but the change was not recorded (changed %v)", ts.changed)
+			// A change by a verdict starts a new count of the requests that judge the cap;
+			// one without (too few samples) keeps counting those since the last verdict.
+			judged := ts.slo.p95TTFT != 0 || ts.slo.p95TPOT != 0
+			if tt.want != tt.limit && judged != ts.changed.Equal(now) {
+				t.Fatalf("the cap changed (judged %v); the change recorded at %v", judged, ts.changed)
+			}
+			if ts.capHits != 0 {
+				t.Fatalf("%d hits left after the round", ts.capHits)
 			}
 		})
 	}
@@ -328,5 +351,38 @@ func TestConfigureKeepsWorkingRate(t *testing.T) {
 	ts.configure(cfg, epoch)
 	if ts.rate != 0.8 || float64(ts.limiter.Limit()) != 0.8 {
 		t.Errorf("new rate: working rate %v (bucket %v), want 0.8", ts.rate, ts.limiter.Limit())
+	}
+}
+
+// An arrival the in-flight cap holds back and that is then turned away (here by a tier
+// without a queue) is demand above the cap: with too few requests to judge the cap, the
+// next round grows it by Increase; without such an arrival it stays.
+func TestCapGrowsWithDemandUnjudged(t *testing.T) {
+	for _, tc := range []struct {
+		name     string
+		arrivals int
+		want     float64
+	}{
+		{"one in flight, none turned away", 1, 1},
+		{"one turned away for the cap", 2, 2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg := tierConfig(func(tc *TierConfig) { tc.MaxInFlight, tc.MaxQueue = 4, 0 })
+			cfg.Feedback = Feedback{Interval: measure.Duration(time.Second), MinSamples: 10}
+			h := newHarness(t, Enforce, cfg)
+			h.c.mu.Lock()
+			h.c.tiers[0].limit = 1
+			h.c.mu.Unlock()
+			first := h.admitNow(req(10))
+			for range tc.arrivals - 1 {
+				h.rejectNow(req(10), QueueFull)
+			}
+			h.clock.Step(time.Second)
+			h.c.Tick()
+			if got := h.only().Limit; got != tc.want {
+				t.Errorf("cap %v, want %v", got, tc.want)
+			}
+			first.Done(ok)
+		})
 	}
 }

@@ -27,6 +27,8 @@ type tierState struct {
 	rate       float64              // the working rate of the token bucket, in [Rate, max(Rate, MaxRate)]
 	rateHits   int                  // arrivals turned away for the tier's rate since the feedback last ran
 	budgetHits int                  // arrivals the shared budget turned away since then: to the feedback, rate hits too
+	capHits    int                  // arrivals the in-flight cap held back and then turned away since then
+	grown      time.Time            // when the cap last grew without a judgement (adjust)
 	held       map[*tenantState]int // the requests of each tenant inside inFlight
 	queue      [numClasses][]*waiter
 	queued     int
