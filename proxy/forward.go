@@ -80,13 +80,7 @@ func (p *Proxy) outgoing(ex *exchange) *http.Request {
 			out.Header[k] = vv // never changed in place: Set and Del replace or drop a key's values
 		}
 	}
-	for _, f := range in.Header["Connection"] {
-		for sf := range strings.SplitSeq(f, ",") {
-			if sf = textproto.TrimString(sf); sf != "" {
-				out.Header.Del(sf)
-			}
-		}
-	}
+	dropConnectionListed(in.Header, out.Header)
 	if teTrailers(in.Header["Te"]) {
 		out.Header.Set("Te", "trailers")
 	}
@@ -136,14 +130,20 @@ func teTrailers(values []string) bool {
 // removeHopByHop drops an answer's hop-by-hop headers, those its Connection header
 // names included.
 func removeHopByHop(h http.Header) {
-	for _, f := range h["Connection"] {
-		for sf := range strings.SplitSeq(f, ",") {
-			if sf = textproto.TrimString(sf); sf != "" {
-				h.Del(sf)
-			}
-		}
-	}
+	dropConnectionListed(h, h)
 	for _, k := range hopHeaders {
 		delete(h, k)
+	}
+}
+
+// dropConnectionListed deletes from dst the headers that src's Connection header names
+// (RFC 9110 section 7.6.1).
+func dropConnectionListed(src, dst http.Header) {
+	for _, f := range src["Connection"] {
+		for sf := range strings.SplitSeq(f, ",") {
+			if sf = textproto.TrimString(sf); sf != "" {
+				dst.Del(sf)
+			}
+		}
 	}
 }
