@@ -43,7 +43,9 @@ func (p *Proxy) tapAnswer(ex *exchange, resp *http.Response) tap {
 		if p.cfg.StreamIdleTimeout > 0 {
 			ex.idle = newIdleWatch(p.cfg.StreamIdleTimeout, ex.cancel)
 		}
-		return &sseTap{ex: ex, src: resp.Body}
+		t := &sseTap{ex: ex, src: resp.Body}
+		t.buffered, _ = resp.Body.(interface{ Buffered() int }) // slogate's own transport's bodies
+		return t
 	}
 	return &bodyTap{ex: ex, src: resp.Body}
 }
@@ -68,11 +70,12 @@ type sseTap struct {
 	parser      *wire.SSEParser // in bufs
 	passthrough bool            // an event exceeded the parser's limit: forward the rest unmeasured
 	bufs        *tapBuffers
-	out         []byte // bytes ready for the client
-	err         error  // the upstream's terminal error (io.EOF at a clean end)
-	lastCR      bool   // the last byte queued for the client was "\r"
-	skipLF      bool   // a dropped event ended in "\r": drop the "\n" completing it
-	tail        []byte // in passthrough, the last bytes forwarded, to find the end marker
+	out         []byte                      // bytes ready for the client
+	err         error                       // the upstream's terminal error (io.EOF at a clean end)
+	lastCR      bool                        // the last byte queued for the client was "\r"
+	skipLF      bool                        // a dropped event ended in "\r": drop the "\n" completing it
+	tail        []byte                      // in passthrough, the last bytes forwarded, to find the end marker
+	buffered    interface{ Buffered() int } // src, when it says what is read and not yet returned; nil otherwise
 }
 
 // writeTo writes the stream to the client as it arrives: the headers at once (the
@@ -108,8 +111,7 @@ const maxCoalesced = 4 << 10
 // more reports whether the engine's stream has more bytes buffered, ready to read at
 // once, and the queue for the client has room for them: writing can wait for them.
 func (t *sseTap) more() bool {
-	b, ok := t.src.(interface{ Buffered() int })
-	return ok && t.err == nil && len(t.out) < maxCoalesced && b.Buffered() > 0
+	return t.buffered != nil && t.err == nil && len(t.out) < maxCoalesced && t.buffered.Buffered() > 0
 }
 
 // fill reads the engine's stream once and queues for the client what the read
