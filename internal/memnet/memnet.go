@@ -18,49 +18,27 @@ import (
 	"errors"
 	"net"
 	"net/http"
-	"sync"
+
+	"github.com/slogate/slogate/internal/connqueue"
 )
 
 // Listener is an in-memory net.Listener: Accept returns the server ends of the
 // connections Dial makes. Safe for concurrent use.
 type Listener struct {
-	conns chan net.Conn
-	done  chan struct{}
-	once  sync.Once
+	*connqueue.Queue
 }
 
 // Listen returns a new Listener. Inside a synctest bubble, create it in the bubble.
 func Listen() *Listener {
-	return &Listener{conns: make(chan net.Conn), done: make(chan struct{})}
+	return &Listener{connqueue.New(addr{})}
 }
-
-// Accept waits for the next connection; it returns net.ErrClosed once l is closed.
-func (l *Listener) Accept() (net.Conn, error) {
-	select {
-	case c := <-l.conns:
-		return c, nil
-	case <-l.done:
-		return nil, net.ErrClosed
-	}
-}
-
-// Close stops l accepting; connections already made stay open.
-func (l *Listener) Close() error {
-	l.once.Do(func() { close(l.done) })
-	return nil
-}
-
-// Addr returns the listener's address, the same for every Listener.
-func (l *Listener) Addr() net.Addr { return addr{} }
 
 // Dial connects to l, whatever the network and address, and returns the client end.
 func (l *Listener) Dial(ctx context.Context, _, _ string) (net.Conn, error) {
 	srv, cli := net.Pipe()
-	select {
-	case l.conns <- srv:
+	err := l.Push(ctx, srv)
+	if err == nil {
 		return cli, nil
-	case <-l.done:
-	case <-ctx.Done():
 	}
 	_ = srv.Close()
 	_ = cli.Close()
