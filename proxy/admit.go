@@ -54,7 +54,7 @@ func (p *Proxy) admit(w http.ResponseWriter, ex *exchange) bool {
 		}
 	}
 	switch {
-	case errors.Is(context.Cause(ex.ctx), ErrShutdown) && ex.r.Context().Err() == nil:
+	case errors.Is(context.Cause(ex.ctx), ErrShutdown) && !ex.clientGone():
 		wire.WriteError(w, http.StatusServiceUnavailable, wire.APIError{Message: shutdownMessage, Type: wire.TypeServer})
 		ex.status, ex.failure = http.StatusServiceUnavailable, measure.Shutdown
 	case rej != nil && rej.Reason == admission.ClientGone:

@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/url"
+	"os"
 	"runtime"
 	"strconv"
 	"strings"
@@ -110,8 +111,17 @@ func newBenchEnv(b *testing.B, proxied bool, tracing *tracing.Tracing) *benchEnv
 			ServedModels: func() []string { return []string{"bench"} }})
 		p := proxy.New(proxy.Config{Upstream: u, InjectUsage: true, StreamIdleTimeout: time.Minute, Observers: []proxy.Observer{metrics},
 			Tracing: tracing, Judge: metrics})
-		pSrv := httptest.NewServer(p)
-		e.closes = append(e.closes, pSrv.Close, p.CloseIdleConnections)
+		pSrv := httptest.NewUnstartedServer(p)
+		if os.Getenv("BENCH_ATTACHED") == "" { // as `slogate serve` runs: streams detached
+			if err := p.Detach(pSrv.Config); err != nil {
+				b.Fatal(err)
+			}
+		}
+		pSrv.Start()
+		e.closes = append(e.closes, pSrv.Close, func() { // before Close: no connection returns to it then
+			_ = pSrv.Config.Shutdown(context.Background())
+			p.CloseDetached()
+		}, p.CloseIdleConnections)
 		e.target = pSrv.URL
 	}
 	tr := &http.Transport{MaxIdleConnsPerHost: 1024, DisableCompression: true}

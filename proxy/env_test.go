@@ -5,11 +5,13 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -181,6 +183,8 @@ type front struct {
 	hs     *httptest.Server
 	obs    *observer
 	ledger *admission.Controller // the proxy's admission control, whose ledger counts its requests in flight
+
+	hijacked atomic.Int64 // client connections the proxy took over from net/http (detached streams)
 }
 
 // startProxy serves a proxy for upstream (a base URL) configured by cfg, with an observer
@@ -195,6 +199,13 @@ func startProxy(t testing.TB, upstream string, cfg proxy.Config) *front {
 // (all when keep is 0). Without cfg.Admission the proxy gets admission control in Off
 // mode, as `slogate serve --admission=off` wires it, so that its ledger can be read.
 func startProxyKeeping(t testing.TB, upstream string, cfg proxy.Config, keep int) *front {
+	t.Helper()
+	return startProxyServer(t, upstream, cfg, keep, nil)
+}
+
+// startProxyServer is startProxyKeeping with the proxy's HTTP server changed by edit (when
+// not nil) before it starts.
+func startProxyServer(t testing.TB, upstream string, cfg proxy.Config, keep int, edit func(*http.Server)) *front {
 	t.Helper()
 	u, err := url.Parse(upstream)
 	if err != nil {
@@ -214,9 +225,36 @@ func startProxyKeeping(t testing.TB, upstream string, cfg proxy.Config, keep int
 	cfg.Upstream = u
 	cfg.Observers = append(cfg.Observers, obs)
 	p := proxy.New(cfg)
-	hs := httptest.NewServer(p)
-	t.Cleanup(hs.Close)
-	return &front{p: p, hs: hs, obs: obs, ledger: ledger}
+	hs := httptest.NewUnstartedServer(p)
+	f := &front{p: p, hs: hs, obs: obs, ledger: ledger}
+	hs.Config.ConnState = func(_ net.Conn, s http.ConnState) {
+		if s == http.StateHijacked {
+			f.hijacked.Add(1)
+		}
+	}
+	if edit != nil {
+		edit(hs.Config)
+	}
+	// Streams are detached from net/http's connections, as `slogate serve` runs them.
+	if err := p.Detach(hs.Config); err != nil {
+		t.Fatal(err)
+	}
+	hs.Start()
+	t.Cleanup(func() {
+		// Shut down first: it stops the connections of ended streams from returning to
+		// the server while httptest's Close counts the server's connections.
+		ctx, cancel := context.WithTimeout(context.Background(), hangLimit)
+		defer cancel()
+		if err := hs.Config.Shutdown(ctx); err != nil {
+			t.Errorf("shutting the proxy's server down: %v", err)
+		}
+		if err := p.WaitDetached(ctx); err != nil {
+			t.Errorf("detached streams still running after the test: %v", err)
+		}
+		p.CloseDetached()
+		hs.Close()
+	})
+	return f
 }
 
 // newAdmission returns admission control in mode for cfg, with the SLOs of the tests.

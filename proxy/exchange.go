@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"slices"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/slogate/slogate/admission"
@@ -51,6 +52,46 @@ type exchange struct {
 	complete bool            // the response body was read to its end
 	done     bool            // the stream's end marker, [DONE], came through
 	readErr  error           // reading the engine's response failed
+
+	// With detached streams (detach.go), ctx does not derive from the client request's
+	// context, which net/http cancels when the handler returns, but follows it until the
+	// stream is detached; from then on the watcher tells when the client hangs up.
+	following func() bool // stops following r's context; nil when ctx derives from it
+	detached  bool        // the stream went on without net/http (set before the handler returns)
+	gone      atomic.Bool // the client of a detached stream hung up
+}
+
+// follow makes the client request's context, when it ends, cancel ex.ctx.
+func (ex *exchange) follow() {
+	r, cancel := ex.r, ex.cancel
+	ex.following = context.AfterFunc(r.Context(), func() { cancel(context.Cause(r.Context())) })
+}
+
+// unfollow stops following the client request's context; it reports false when that
+// context had already ended (the client has gone).
+func (ex *exchange) unfollow() bool {
+	if ex.following == nil {
+		return ex.r.Context().Err() == nil
+	}
+	stopped := ex.following()
+	ex.following = nil
+	return stopped
+}
+
+// hangUp is called when the client of a detached stream hangs up: it cancels the
+// request.
+func (ex *exchange) hangUp() {
+	ex.gone.Store(true)
+	ex.cancel(context.Canceled)
+}
+
+// clientGone reports whether the client went away: its request's context ended while
+// net/http served it, or it hung up on a detached stream.
+func (ex *exchange) clientGone() bool {
+	if ex.detached {
+		return ex.gone.Load()
+	}
+	return ex.r.Context().Err() != nil
 }
 
 // open reads and inspects an inference request. It answers the client itself (400 or

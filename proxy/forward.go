@@ -36,6 +36,9 @@ func (p *Proxy) forward(w http.ResponseWriter, ex *exchange) {
 		h.Add("Trailer", strings.Join(keys, ", "))
 	}
 	w.WriteHeader(resp.StatusCode)
+	if _, sse := body.(*sseTap); sse && p.detachable(ex, resp, h) && p.handOff(w, ex, resp, body) {
+		return
+	}
 	flush := http.NewResponseController(w).Flush
 	if err := body.writeTo(w, flush); err != nil {
 		body.Close()

@@ -19,8 +19,14 @@ import (
 // (those the Connection header names too) dropped both ways, the client's forwarding
 // headers dropped, no User-Agent added, the query kept, the engine's trailers passed on.
 // The request and the answer differ only where slogate measures (the body it sends,
-// Content-Length).
+// Content-Length). A stream, which slogate writes itself once detached, is checked too.
 func TestForwardMatchesReverseProxy(t *testing.T) {
+	for _, stream := range []bool{false, true} {
+		t.Run(map[bool]string{false: "json", true: "stream"}[stream], func(t *testing.T) { forwardMatches(t, stream) })
+	}
+}
+
+func forwardMatches(t *testing.T, stream bool) {
 	type seen struct {
 		query  string
 		header http.Header
@@ -35,6 +41,11 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 		mu.Unlock()
 		h := w.Header()
 		h.Set("Content-Type", "application/json")
+		answer := `{"id":"chatcmpl-1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`
+		if stream {
+			h.Set("Content-Type", "text/event-stream")
+			answer = `data: {"id":"chatcmpl-1","object":"chat.completion.chunk","model":"m","choices":[{"index":0,"delta":{"content":"hi"},"finish_reason":"stop"}]}` + "\n\ndata: [DONE]\n\n"
+		}
 		h.Set("Connection", "X-Engine-Hop")
 		h.Set("X-Engine-Hop", "dropped")
 		h.Set("Keep-Alive", "timeout=5")
@@ -43,8 +54,9 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 		h.Add("X-Engine-Many", "b")
 		h.Set("Trailer", "X-Engine-Trailer")
 		w.WriteHeader(http.StatusOK)
-		io.WriteString(w, `{"id":"chatcmpl-1","object":"chat.completion","model":"m","choices":[{"index":0,"message":{"role":"assistant","content":"hi"},"finish_reason":"stop"}],"usage":{"prompt_tokens":3,"completion_tokens":1,"total_tokens":4}}`)
+		io.WriteString(w, answer)
 		h.Set("X-Engine-Trailer", "done")
+		h.Set(http.TrailerPrefix+"X-Engine-Unannounced", "late")
 	}))
 	t.Cleanup(up.Close)
 	f := startProxy(t, up.URL, proxy.Config{})
@@ -109,8 +121,12 @@ func TestForwardMatchesReverseProxy(t *testing.T) {
 	if !headersEqual(ri.Header, rp.Header) || !headersEqual(ri.Trailer, rp.Trailer) {
 		t.Errorf("the client got, for inference:\n%v (trailer %v)\npassed through:\n%v (trailer %v)", ri.Header, ri.Trailer, rp.Header, rp.Trailer)
 	}
-	if ri.Header.Get("X-Engine-Hop") != "" || ri.Header.Get("Keep-Alive") != "" || ri.Header.Get("X-Engine") != "kept" || ri.Trailer.Get("X-Engine-Trailer") != "done" {
+	if ri.Header.Get("X-Engine-Hop") != "" || ri.Header.Get("Keep-Alive") != "" || ri.Header.Get("X-Engine") != "kept" ||
+		ri.Trailer.Get("X-Engine-Trailer") != "done" || ri.Trailer.Get("X-Engine-Unannounced") != "late" {
 		t.Errorf("the client got headers %v, trailer %v", ri.Header, ri.Trailer)
+	}
+	if n, want := f.hijacked.Load(), map[bool]int64{false: 0, true: 1}[stream]; n != want {
+		t.Errorf("%d answers detached, want %d", n, want)
 	}
 }
 

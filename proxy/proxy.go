@@ -115,6 +115,7 @@ type Proxy struct {
 	engine      *engineTransport       // slogate's own transport; nil when Config.Transport was given or the engine speaks HTTPS
 	live        liveSet
 	limit       int64
+	det         *detacher // detached streams; nil until Detach
 }
 
 // New returns a Proxy for cfg.
@@ -176,12 +177,25 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	// The request's own context, which the idle watch and Shutdown may cancel: it bounds
-	// the wait in admission's queue and the upstream request.
-	ctx, cancel := context.WithCancelCause(context.WithValue(r.Context(), exchangeKey{}, ex))
-	defer cancel(nil)
+	// the wait in admission's queue and the upstream request. A stream that may be
+	// detached needs one that outlives the handler, which follows the client's instead.
+	parent := r.Context()
+	if p.det != nil {
+		parent = context.WithoutCancel(parent)
+	}
+	ctx, cancel := context.WithCancelCause(context.WithValue(parent, exchangeKey{}, ex))
 	ex.ctx, ex.cancel = ctx, cancel
+	if p.det != nil {
+		ex.follow()
+	}
 	ex.live = p.live.enter(cancel)
-	defer p.close(ex)
+	defer func() {
+		if !ex.detached { // a detached stream's goroutine ends it
+			ex.unfollow()
+			p.close(ex)
+			cancel(nil)
+		}
+	}()
 	if !p.admit(w, ex) {
 		return
 	}

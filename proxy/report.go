@@ -24,7 +24,7 @@ func (p *Proxy) errorHandler(w http.ResponseWriter, r *http.Request, err error) 
 	ex, _ := r.Context().Value(exchangeKey{}).(*exchange)
 	status, outcome, msg := http.StatusBadGateway, measure.UpstreamError, "the engine is unreachable"
 	switch {
-	case ex != nil && ex.r.Context().Err() == nil && errors.Is(context.Cause(r.Context()), ErrShutdown):
+	case ex != nil && !ex.clientGone() && errors.Is(context.Cause(r.Context()), ErrShutdown):
 		status, outcome, msg = http.StatusServiceUnavailable, measure.Shutdown, shutdownMessage
 	case r.Context().Err() != nil:
 		status, outcome = StatusClientClosed, measure.ClientCancelled
@@ -100,7 +100,7 @@ func (ex *exchange) outcome() (int, measure.Outcome) {
 	case cut && ex.readErr == nil:
 		// The copy stopped while the engine was still sending: the client went away.
 		return StatusClientClosed, measure.ClientCancelled
-	case cut && ex.r.Context().Err() != nil:
+	case cut && ex.clientGone():
 		return StatusClientClosed, measure.ClientCancelled
 	case cut && ex.rec.Outputs() > 0:
 		return ex.status, measure.AbortedMidstream

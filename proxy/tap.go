@@ -263,7 +263,7 @@ func (t *sseTap) end(err error) {
 		return
 	}
 	t.ex.readErr = err
-	if t.ex.r.Context().Err() == nil && errors.Is(context.Cause(t.ex.ctx), ErrShutdown) {
+	if !t.ex.clientGone() && errors.Is(context.Cause(t.ex.ctx), ErrShutdown) {
 		t.ex.failure = measure.Shutdown
 		t.breakOff(http.StatusServiceUnavailable, shutdownMessage)
 		return
@@ -272,7 +272,7 @@ func (t *sseTap) end(err error) {
 	if idle {
 		t.ex.failure = measure.UpstreamTimeout
 	}
-	if t.ex.r.Context().Err() != nil {
+	if t.ex.clientGone() {
 		return // the client is gone: nobody to tell
 	}
 	if idle {
@@ -386,7 +386,7 @@ func (t *bodyTap) read(p []byte) (int, error) {
 		}
 	case err != nil:
 		t.ex.readErr = err
-		if t.ex.r.Context().Err() == nil && errors.Is(context.Cause(t.ex.ctx), ErrShutdown) {
+		if !t.ex.clientGone() && errors.Is(context.Cause(t.ex.ctx), ErrShutdown) {
 			t.ex.status, t.ex.failure = http.StatusServiceUnavailable, measure.Shutdown
 		}
 	}

@@ -353,6 +353,11 @@ func (s *Sidecar) Run(ctx context.Context) error {
 		IdleTimeout:    s.cfg.IdleTimeout,
 		ErrorLog:       slog.NewLogLogger(s.log.Handler(), slog.LevelDebug),
 	}
+	// Streams leave the server's connection goroutines once their headers are out
+	// (proxy/detach.go); where that is not supported they stay.
+	if err := s.proxy.Detach(srv); err != nil {
+		s.log.Info("streams stay on the server's connections", "reason", err)
+	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(s.data) }()
 	// The schedules stop when draining starts (ctx), the loops above only after it.
@@ -408,7 +413,10 @@ func (s *Sidecar) drain(srv *http.Server) error {
 	s.log.Info("draining", "in_flight", n, "timeout", s.cfg.DrainTimeout.String())
 	ctx, cancel := context.WithTimeout(context.Background(), s.cfg.DrainTimeout)
 	defer cancel()
-	if err := srv.Shutdown(ctx); err != nil {
+	// The server waits for the requests it still serves; the streams the proxy detached
+	// from it (proxy.Detach) are waited for after.
+	defer s.proxy.CloseDetached()
+	if err := waitDrained(ctx, srv, s.proxy); err != nil {
 		// The requests still in flight are cut short so that each client is told (an
 		// error event, or 503) and each counts as shutdown; their handlers get a moment
 		// to say so before the connections close.
@@ -416,12 +424,20 @@ func (s *Sidecar) drain(srv *http.Server) error {
 		s.log.Warn("drain timed out; cutting the remaining requests short", "requests", n)
 		ctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
-		if err := srv.Shutdown(ctx); err != nil {
+		if err := waitDrained(ctx, srv, s.proxy); err != nil {
 			srv.Close()
 		}
 	}
 	s.log.Info("stopped")
 	return nil
+}
+
+// waitDrained shuts srv down and waits for the proxy's detached streams, until ctx ends.
+func waitDrained(ctx context.Context, srv *http.Server, p *proxy.Proxy) error {
+	if err := srv.Shutdown(ctx); err != nil {
+		return err
+	}
+	return p.WaitDetached(ctx)
 }
 
 // redactedURL returns raw with the password of any user information in it masked, for
