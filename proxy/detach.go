@@ -169,6 +169,9 @@ func (d *detacher) shutdown() {
 	d.closing = true
 	for dc := range d.conns {
 		if dc.ex == nil && dc.wt != nil && d.watch.cancel(dc.wt) {
+			if t, ok := dc.idle.Load().(*time.Timer); ok {
+				t.Stop()
+			}
 			delete(d.conns, dc)
 			dc.Conn.Close()
 		}

@@ -3,22 +3,27 @@ package proxy
 import (
 	"errors"
 	"net"
+	"os"
 	"sync"
 	"syscall"
 )
 
 // watcher tells of client connections that hang up or have bytes to read, for the
 // connections of detached streams, without a goroutine or a buffer per connection: one
-// epoll instance of its own, watched by one goroutine blocked in epoll_wait. A
-// connection is in this instance and, independently, in the Go runtime's; a
-// registration here never reads a byte, so what the client sends stays for whoever
-// reads the connection next.
+// epoll instance of its own, read by one goroutine. A connection is in this instance
+// and, independently, in the Go runtime's; a registration here never reads a byte, so
+// what the client sends stays for whoever reads the connection next.
+//
+// The instance is itself waited for through the runtime's network poller (an epoll
+// descriptor is readable while it has events), never in a blocking epoll_wait: a thread
+// blocked in a system call keeps its P until the runtime's monitor takes it back, up to
+// 10 ms later, and with GOMAXPROCS=1 that stalls every stream of the process.
 //
 // Every registration is one-shot: it reports at most one event, and is ended by that
 // event, by cancel, or by neither when the watcher stops.
 type watcher struct {
-	epfd   int
-	wake   [2]int // a pipe: a byte in wake[1] ends the loop
+	epfd   *os.File
+	rc     syscall.RawConn
 	mu     sync.Mutex
 	next   uint64
 	subs   map[uint64]*watch
@@ -43,20 +48,21 @@ const (
 
 // newWatcher starts a watcher; it runs until stop.
 func newWatcher() (*watcher, error) {
-	epfd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
+	fd, err := syscall.EpollCreate1(syscall.EPOLL_CLOEXEC)
 	if err != nil {
 		return nil, err
 	}
-	w := &watcher{epfd: epfd, subs: make(map[uint64]*watch), next: 1, done: make(chan struct{})}
-	if err := syscall.Pipe2(w.wake[:], syscall.O_NONBLOCK|syscall.O_CLOEXEC); err != nil {
-		syscall.Close(epfd)
+	if err := syscall.SetNonblock(fd, true); err != nil { // so that os.NewFile polls it
+		syscall.Close(fd)
 		return nil, err
 	}
-	ev := syscall.EpollEvent{Events: syscall.EPOLLIN} // id 0: the wake pipe
-	if err := syscall.EpollCtl(epfd, syscall.EPOLL_CTL_ADD, w.wake[0], &ev); err != nil {
-		w.closeFDs()
+	f := os.NewFile(uintptr(fd), "epoll")
+	rc, err := f.SyscallConn()
+	if err != nil {
+		f.Close()
 		return nil, err
 	}
+	w := &watcher{epfd: f, rc: rc, subs: make(map[uint64]*watch), next: 1, done: make(chan struct{})}
 	go w.loop()
 	return w, nil
 }
@@ -94,7 +100,7 @@ func (w *watcher) add(c net.Conn, wantReadable bool, fn func(watchEvent)) (*watc
 	if err := rc.Control(func(fd uintptr) {
 		wt.fd = int(fd)
 		ev := syscall.EpollEvent{Events: events, Fd: int32(wt.id), Pad: int32(wt.id >> 32)}
-		ctlErr = syscall.EpollCtl(w.epfd, syscall.EPOLL_CTL_ADD, wt.fd, &ev)
+		ctlErr = w.ctl(syscall.EPOLL_CTL_ADD, wt.fd, &ev)
 	}); err != nil {
 		return nil, err
 	}
@@ -115,8 +121,17 @@ func (w *watcher) cancel(wt *watch) bool {
 		return false
 	}
 	delete(w.subs, wt.id)
-	_ = syscall.EpollCtl(w.epfd, syscall.EPOLL_CTL_DEL, wt.fd, nil)
+	_ = w.ctl(syscall.EPOLL_CTL_DEL, wt.fd, nil)
 	return true
+}
+
+// ctl changes the instance's set; w.mu is held, and w is not closed.
+func (w *watcher) ctl(op, fd int, ev *syscall.EpollEvent) error {
+	var err error
+	if cerr := w.rc.Control(func(epfd uintptr) { err = syscall.EpollCtl(int(epfd), op, fd, ev) }); cerr != nil {
+		return cerr
+	}
+	return err
 }
 
 // loop delivers events until stop.
@@ -124,36 +139,46 @@ func (w *watcher) loop() {
 	defer close(w.done)
 	events := make([]syscall.EpollEvent, 128)
 	for {
-		n, err := syscall.EpollWait(w.epfd, events, -1)
-		if err == syscall.EINTR {
-			continue
-		}
+		n := 0
+		err := w.rc.Read(func(epfd uintptr) bool {
+			var err error
+			for {
+				n, err = syscall.EpollWait(int(epfd), events, 0) // never blocks
+				if err != syscall.EINTR {
+					break
+				}
+			}
+			return err == nil && n > 0 // else the poller waits for the next event
+		})
 		if err != nil {
-			return
+			return // stop closed the instance
 		}
 		for _, ev := range events[:n] {
-			id := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
-			if id == 0 {
-				return // stop
-			}
-			w.mu.Lock()
-			wt, ok := w.subs[id]
-			if ok {
-				delete(w.subs, id)
-				_ = syscall.EpollCtl(w.epfd, syscall.EPOLL_CTL_DEL, wt.fd, nil)
-			}
-			w.mu.Unlock()
-			if !ok {
-				continue // cancelled after the kernel queued the event
-			}
-			what := hungUp
-			if ev.Events&syscall.EPOLLIN != 0 {
-				// Bytes to read, perhaps followed by the end: the reader will find both.
-				what = readable
-			}
-			wt.fn(what)
+			w.deliver(ev)
 		}
 	}
+}
+
+// deliver calls the function of the registration ev is for, unless it was cancelled
+// after the kernel queued the event.
+func (w *watcher) deliver(ev syscall.EpollEvent) {
+	id := uint64(uint32(ev.Fd)) | uint64(uint32(ev.Pad))<<32
+	w.mu.Lock()
+	wt, ok := w.subs[id]
+	if ok {
+		delete(w.subs, id)
+		_ = w.ctl(syscall.EPOLL_CTL_DEL, wt.fd, nil)
+	}
+	w.mu.Unlock()
+	if !ok {
+		return
+	}
+	what := hungUp
+	if ev.Events&syscall.EPOLLIN != 0 {
+		// Bytes to read, perhaps followed by the end: the reader will find both.
+		what = readable
+	}
+	wt.fn(what)
 }
 
 // stop ends the loop and releases the epoll instance. Registrations still pending are
@@ -166,14 +191,7 @@ func (w *watcher) stop() {
 	}
 	w.closed = true
 	clear(w.subs)
+	w.epfd.Close() // wakes the loop
 	w.mu.Unlock()
-	_, _ = syscall.Write(w.wake[1], []byte{0})
 	<-w.done
-	w.closeFDs()
-}
-
-func (w *watcher) closeFDs() {
-	syscall.Close(w.wake[0])
-	syscall.Close(w.wake[1])
-	syscall.Close(w.epfd)
 }
