@@ -31,8 +31,8 @@ type exchangeKey struct{}
 type exchange struct {
 	r      *http.Request
 	req    wire.Request
-	body   []byte
-	inject bool // slogate added stream_options.include_usage to the request
+	body   []byte // the request's body as read; nil once the engine answered
+	inject bool   // slogate added stream_options.include_usage to the request
 	rec    *measure.Recorder
 	class  admission.Class   // from the priority header
 	ticket *admission.Ticket // the request's place in admission's ledger; nil without admission control, or when not admitted

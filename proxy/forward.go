@@ -21,6 +21,9 @@ func (p *Proxy) forward(w http.ResponseWriter, ex *exchange) {
 		p.errorHandler(w, out, err)
 		return
 	}
+	// The request is sent: the answer does not hold on to it, nor to its body, which for
+	// a long prompt is tens of KiB for as long as the answer streams.
+	ex.body, resp.Request = nil, nil
 	removeHopByHop(resp.Header)
 	body := p.tapAnswer(ex, resp)
 	h := w.Header()

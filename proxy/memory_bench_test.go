@@ -26,13 +26,26 @@ import (
 //
 // With HEAPPROF=file it writes a heap profile while the streams are open (add
 // -memprofilerate 1 to see every allocation).
+//
+// The prompt is short but for the case "prompt=16KiB", whose prompt is about 4,000
+// tokens: what a stream holds of its request once the engine answered.
 func BenchmarkStreamMemory(b *testing.B) {
-	for _, c := range []int{64, 512} {
+	cases := []struct {
+		name   string
+		c      int
+		prompt string
+	}{
+		{"streams=64", 64, "benchmark the proxy"},
+		{"streams=512", 512, "benchmark the proxy"},
+		{"streams=512/prompt=16KiB", 512, strings.Repeat("benchmark the proxy ", 16<<10/20)},
+	}
+	for _, tc := range cases {
 		for _, via := range []string{"direct", "proxied"} {
-			b.Run(fmt.Sprintf("streams=%d/%s", c, via), func(b *testing.B) {
+			b.Run(tc.name+"/"+via, func(b *testing.B) {
+				c := tc.c
 				env := newBenchEnv(b, via == "proxied", nil)
 				defer env.close()
-				body := fmt.Sprintf(`{"model":"bench","prompt":"benchmark the proxy","max_tokens":%d,"stream":true}`, benchTokens)
+				body := fmt.Sprintf(`{"model":"bench","prompt":%q,"max_tokens":%d,"stream":true}`, tc.prompt, benchTokens)
 				var goroutines, stack, heap float64
 				for b.Loop() {
 					goroutines, stack, heap = env.openStreams(b, c, body)
