@@ -22,6 +22,13 @@
 #
 # PROXY_GOGC, if set, is slogate's GOGC (and only slogate's), e.g. PROXY_GOGC=200.
 #
+# PERF=1 adds, after each concurrency's rounds, two rounds per proxy alone under `perf
+# stat` (Debian's linux-perf): system calls, reads, writes, epoll waits and context
+# switches per streamed token. They have no warm-up (the proxies are warm from the
+# rounds before them), so every token they stream is counted. PERF=record samples that
+# round's call stacks instead (perf record -g, 999 Hz) and writes each proxy's profile,
+# by function with the kernel's, to $OUT/perf-C-NAME.report.
+#
 # NICE (default -10 when run as root, else 0) is the niceness of the pacer, both proxies
 # and the client alike, so that other jobs on a shared machine get in their way less.
 #
@@ -114,6 +121,34 @@ start() {
 	sleep 1
 }
 
+perf_events=raw_syscalls:sys_enter,syscalls:sys_enter_read,syscalls:sys_enter_recvfrom,syscalls:sys_enter_readv,syscalls:sys_enter_write,syscalls:sys_enter_sendto,syscalls:sys_enter_writev,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_futex,syscalls:sys_enter_nanosleep,context-switches,task-clock
+# perf_round NAME PIDS URL: two rounds of C streams through one proxy (PIDS: pid+pid...)
+# under perf stat; appends a "perf ..." line with the counts per token to out.txt.
+perf_round() {
+	local name=$1 pids=$2 url=$3 f=$OUT/perf-$c-$1 perf n
+	if [ "$PERF" = record ]; then
+		perf record -q -F 999 -g -p "${pids//+/,}" -o "$f.data" &
+	else
+		perf stat -x, -e "$perf_events" -p "${pids//+/,}" -o "$f.csv" &
+	fi
+	perf=$!
+	sleep 1
+	"${run[@]}" taskset -c 1 "$OUT/overhead" -c "$c" -duration "$duration" -reps 1 -tokens "$tokens" \
+		-stagger "${stagger}ms" -warmup 0 -targets "$name=$url,$name-again=$url" >"$f.txt" || true
+	kill -INT "$perf"; wait "$perf" || true
+	if [ "$PERF" = record ]; then
+		perf report -i "$f.data" --no-children --sort symbol --percent-limit 0.5 --stdio -g none >"$f.report" 2>/dev/null || true
+		return
+	fi
+	n=$(grep '^rep=' "$f.txt" | grep -o ' tokens=[0-9]*' | cut -d= -f2 | awk '{s += $1} END {print s + 0}')
+	awk -F, -v n="${n:-0}" -v c="$c" -v name="$name" '
+		$3 == "raw_syscalls:sys_enter" { sys = $1 } $3 ~ /enter_(read|recvfrom|readv)$/ { rd += $1 }
+		$3 ~ /enter_(write|sendto|writev)$/ { wr += $1 } $3 ~ /epoll_p?wait$/ { ep += $1 }
+		$3 ~ /enter_(futex|nanosleep)$/ { fx += $1 } $3 == "context-switches" { cs = $1 } $3 == "task-clock" { ms = $1 }
+		END { if (n > 0) printf "perf c=%s target=%s tokens=%d syscalls=%.3f reads=%.3f writes=%.3f epoll_waits=%.3f futex_sleeps=%.3f context_switches=%.3f cpu_us=%.2f\n",
+			c, name, n, sys / n, rd / n, wr / n, ep / n, fx / n, cs / n, 1000 * ms / n }' "$f.csv" | tee -a "$OUT/out.txt"
+}
+
 echo "# $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), Linux $(uname -r), $(go version | cut -d' ' -f3), $("$nginx_bin" -v 2>&1 | cut -d' ' -f3), $(date -u '+%F %H:%M UTC')"
 echo "# niceness ${NICE:-$nice_default}${PROXY_GOGC:+; slogate with GOGC=$PROXY_GOGC}; rounds of $duration, $reps repetitions (order direct,slogate,nginx then reversed), $tokens tokens per request; results in $OUT"
 : >"$OUT/out.txt"
@@ -137,6 +172,10 @@ for c in $concurrency; do
 	kids1=$(children)
 	echo "# C=$c: other processes used $(( 100 * (b1 - b0 - (own1 - own0) - (kids1 - kids0)) / (t1 - t0 + 1) ))% of the machine during the run" | tee -a "$OUT/out.txt"
 	echo "pace c=$c every_ms=$every" >>"$OUT/out.txt"
+	if [ -n "${PERF:-}" ]; then
+		perf_round slogate "$slogate" "http://127.0.0.1:$slogate_port/v1/completions"
+		perf_round nginx "$nginx+$nginx_worker" "http://127.0.0.1:$nginx_port/v1/completions"
+	fi
 	stop_all
 done
 
@@ -148,6 +187,11 @@ printf '| streams (pace) | target | TTFT p50 | TTFT p99 | added p50 | added p99 
 printf '|---|---|---|---|---|---|---|---|---|\n'
 awk '
 /^pace / { split($2, a, "="); split($3, b, "="); pace[a[2]] = b[2] }
+/^perf / {
+	for (i = 2; i <= NF; i++) { split($i, kv, "="); p[kv[1]] = kv[2] }
+	perf[++nperf] = sprintf("| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | %.1f |", p["c"], p["target"], p["syscalls"], p["reads"],
+		p["writes"], p["epoll_waits"], p["futex_sleeps"], p["context_switches"], p["cpu_us"])
+}
 /^multi / {
 	for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
 	n++; c[n] = v["c"]; t[n] = v["target"]; line[n] = sprintf("| %s | %.2f ms | %.2f ms | %s | %s | %s | %s | %.0f |", v["target"],
@@ -168,6 +212,15 @@ END {
 		k = c[i]
 		printf "| %s | %.2f ms | %.2f ms | %.2fx | %.2fx |\n", k, add[k, "slogate"], add[k, "nginx"],
 			(cpu[k, "nginx"] > 0 ? cpu[k, "slogate"] / cpu[k, "nginx"] : 0), (mem[k, "nginx"] > 0 ? mem[k, "slogate"] / mem[k, "nginx"] : 0)
+	}
+	if (nperf > 0) {
+		print ""
+		print "Per streamed token, over two rounds per proxy under perf stat (PERF=1); read: read, recvfrom, readv;"
+		print "write: write, sendto, writev; sleep: futex, nanosleep:"
+		print ""
+		print "| streams | target | system calls | read | write | epoll wait | sleep | context switches | CPU µs (task-clock) |"
+		print "|---|---|---|---|---|---|---|---|---|"
+		for (i = 1; i <= nperf; i++) print perf[i]
 	}
 	if (fail > 0) { printf "\n%d requests failed\n", fail; exit 1 }
 }' "$OUT/out.txt"
