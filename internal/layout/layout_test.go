@@ -66,8 +66,8 @@ func TestDependencyRules(t *testing.T) {
 		rule   string
 		broken func(from, to string) bool
 	}{
-		{"wire, settings, tenant, tracing and internal/signal import no package of the module", func(from, _ string) bool {
-			return from == "wire" || from == "settings" || from == "tenant" || from == "tracing" || from == "internal/signal"
+		{"wire, settings, tenant, tracing, internal/signal and internal/connqueue import no package of the module", func(from, _ string) bool {
+			return from == "wire" || from == "settings" || from == "tenant" || from == "tracing" || from == "internal/signal" || from == "internal/connqueue"
 		}},
 		{"admission, engine, synth and exporter do not import proxy", func(from, to string) bool {
 			return to == "proxy" && (from == "admission" || from == "engine" || from == "synth" || from == "exporter")
