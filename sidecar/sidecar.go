@@ -355,8 +355,10 @@ func (s *Sidecar) Run(ctx context.Context) error {
 	}
 	// Streams leave the server's connection goroutines once their headers are out
 	// (proxy/detach.go); where that is not supported they stay.
-	if err := s.proxy.Detach(srv); err != nil {
-		s.log.Info("streams stay on the server's connections", "reason", err)
+	if s.cfg.DetachStreams {
+		if err := s.proxy.Detach(srv); err != nil {
+			s.log.Info("streams stay on the server's connections", "reason", err)
+		}
 	}
 	errc := make(chan error, 1)
 	go func() { errc <- srv.Serve(s.data) }()
