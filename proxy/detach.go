@@ -71,7 +71,7 @@ func (p *Proxy) Detach(srv *http.Server) error {
 	if err != nil {
 		return err
 	}
-	d := &detacher{srv: srv, watch: w, queue: connqueue.New(queueAddr{}), conns: make(map[*detachedConn]struct{})}
+	d := &detacher{srv: srv, watch: w, queue: connqueue.New(queueAddr{}, returnBacklog), conns: make(map[*detachedConn]struct{})}
 	srv.RegisterOnShutdown(d.shutdown)
 	d.serving.Go(func() { _ = srv.Serve(d.queue) })
 	p.det = d
@@ -337,7 +337,9 @@ func (d *detacher) park(dc *detachedConn) {
 			t.Stop()
 		}
 		if e == readable {
-			d.moving.Go(func() { d.handBack(dc) })
+			if c := d.returning(dc); !d.queue.Offer(c) { // the server is slow to accept, or shut down
+				d.moving.Go(func() { d.push(c) })
+			}
 			return
 		}
 		d.drop(dc)
@@ -370,18 +372,31 @@ func (d *detacher) drop(dc *detachedConn) {
 }
 
 // handBack returns dc to the server, with what the client sent ahead.
-func (d *detacher) handBack(dc *detachedConn) {
+func (d *detacher) handBack(dc *detachedConn) { d.push(d.returning(dc)) }
+
+// returning forgets dc and returns the connection to give the server: dc's, or one
+// that first reads what the client sent ahead.
+func (d *detacher) returning(dc *detachedConn) net.Conn {
 	d.mu.Lock()
 	delete(d.conns, dc)
 	d.mu.Unlock()
-	var c net.Conn = dc.Conn
 	if len(dc.pending) > 0 {
-		c = &prefixedConn{Conn: dc.Conn, r: io.MultiReader(bytes.NewReader(dc.pending), dc.Conn)}
+		return &prefixedConn{Conn: dc.Conn, r: io.MultiReader(bytes.NewReader(dc.pending), dc.Conn)}
 	}
-	if d.queue.Push(context.Background(), c) != nil { // srv shut down
+	return dc.Conn
+}
+
+// push hands c to the server, waiting for it to accept; it closes c if the server shut
+// down.
+func (d *detacher) push(c net.Conn) {
+	if d.queue.Push(context.Background(), c) != nil {
 		c.Close()
 	}
 }
+
+// returnBacklog is how many connections may wait for the server to accept them on
+// their way back, each costing no goroutine; past it, each waits on one.
+const returnBacklog = 1024
 
 // prefixedConn is a connection whose first bytes were already read from it.
 type prefixedConn struct {

@@ -30,7 +30,7 @@ type Listener struct {
 
 // Listen returns a new Listener. Inside a synctest bubble, create it in the bubble.
 func Listen() *Listener {
-	return &Listener{connqueue.New(addr{})}
+	return &Listener{connqueue.New(addr{}, 0)}
 }
 
 // Dial connects to l, whatever the network and address, and returns the client end.
