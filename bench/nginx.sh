@@ -121,7 +121,7 @@ start() {
 	sleep 1
 }
 
-perf_events=raw_syscalls:sys_enter,syscalls:sys_enter_read,syscalls:sys_enter_recvfrom,syscalls:sys_enter_readv,syscalls:sys_enter_write,syscalls:sys_enter_sendto,syscalls:sys_enter_writev,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_futex,syscalls:sys_enter_nanosleep,context-switches,task-clock
+perf_events=raw_syscalls:sys_enter,syscalls:sys_enter_read,syscalls:sys_enter_recvfrom,syscalls:sys_enter_readv,syscalls:sys_enter_write,syscalls:sys_enter_sendto,syscalls:sys_enter_writev,syscalls:sys_enter_epoll_wait,syscalls:sys_enter_epoll_pwait,syscalls:sys_enter_futex,syscalls:sys_enter_nanosleep,context-switches
 # perf_round NAME PIDS URL: two rounds of C streams through one proxy (PIDS: pid+pid...)
 # under perf stat; appends a "perf ..." line with the counts per token to out.txt.
 perf_round() {
@@ -144,9 +144,9 @@ perf_round() {
 	awk -F, -v n="${n:-0}" -v c="$c" -v name="$name" '
 		$3 == "raw_syscalls:sys_enter" { sys = $1 } $3 ~ /enter_(read|recvfrom|readv)$/ { rd += $1 }
 		$3 ~ /enter_(write|sendto|writev)$/ { wr += $1 } $3 ~ /epoll_p?wait$/ { ep += $1 }
-		$3 ~ /enter_(futex|nanosleep)$/ { fx += $1 } $3 == "context-switches" { cs = $1 } $3 == "task-clock" { ms = $1 }
-		END { if (n > 0) printf "perf c=%s target=%s tokens=%d syscalls=%.3f reads=%.3f writes=%.3f epoll_waits=%.3f futex_sleeps=%.3f context_switches=%.3f cpu_us=%.2f\n",
-			c, name, n, sys / n, rd / n, wr / n, ep / n, fx / n, cs / n, 1000 * ms / n }' "$f.csv" | tee -a "$OUT/out.txt"
+		$3 ~ /enter_(futex|nanosleep)$/ { fx += $1 } $3 == "context-switches" { cs = $1 }
+		END { if (n > 0) printf "perf c=%s target=%s tokens=%d syscalls=%.3f reads=%.3f writes=%.3f epoll_waits=%.3f futex_sleeps=%.3f context_switches=%.3f\n",
+			c, name, n, sys / n, rd / n, wr / n, ep / n, fx / n, cs / n }' "$f.csv" | tee -a "$OUT/out.txt"
 }
 
 echo "# $(nproc) CPUs, $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | xargs), Linux $(uname -r), $(go version | cut -d' ' -f3), $("$nginx_bin" -v 2>&1 | cut -d' ' -f3), $(date -u '+%F %H:%M UTC')"
@@ -189,8 +189,8 @@ awk '
 /^pace / { split($2, a, "="); split($3, b, "="); pace[a[2]] = b[2] }
 /^perf / {
 	for (i = 2; i <= NF; i++) { split($i, kv, "="); p[kv[1]] = kv[2] }
-	perf[++nperf] = sprintf("| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f | %.1f |", p["c"], p["target"], p["syscalls"], p["reads"],
-		p["writes"], p["epoll_waits"], p["futex_sleeps"], p["context_switches"], p["cpu_us"])
+	perf[++nperf] = sprintf("| %s | %s | %.2f | %.2f | %.2f | %.2f | %.2f | %.3f |", p["c"], p["target"], p["syscalls"], p["reads"],
+		p["writes"], p["epoll_waits"], p["futex_sleeps"], p["context_switches"])
 }
 /^multi / {
 	for (i = 2; i <= NF; i++) { split($i, kv, "="); v[kv[1]] = kv[2] }
@@ -218,8 +218,8 @@ END {
 		print "Per streamed token, over two rounds per proxy under perf stat (PERF=1); read: read, recvfrom, readv;"
 		print "write: write, sendto, writev; sleep: futex, nanosleep:"
 		print ""
-		print "| streams | target | system calls | read | write | epoll wait | sleep | context switches | CPU µs (task-clock) |"
-		print "|---|---|---|---|---|---|---|---|---|"
+		print "| streams | target | system calls | read | write | epoll wait | sleep | context switches |"
+		print "|---|---|---|---|---|---|---|---|"
 		for (i = 1; i <= nperf; i++) print perf[i]
 	}
 	if (fail > 0) { printf "\n%d requests failed\n", fail; exit 1 }
