@@ -180,8 +180,8 @@ func (d *detacher) shutdown() {
 	d.queue.Close()
 }
 
-// detachable reports whether the answer to ex, about to be written to w with its
-// headers in h, may be detached: a 200 event stream of unannounced length (which net/http
+// detachable reports whether resp, the answer to ex whose headers for the client are
+// h, may be detached: a 200 event stream of unannounced length (which net/http
 // sends chunked) to an HTTP/1.1 client over TCP.
 func (p *Proxy) detachable(ex *exchange, resp *http.Response, h http.Header) bool {
 	r := ex.r
