@@ -20,7 +20,8 @@
 #   QUICK=1 bench/nginx.sh                                # smoke run: 2s rounds, 1 repetition
 #   CONCURRENCY="64 512" PACE="64=20 512=20" OUT=/tmp/x bench/nginx.sh 6s 3
 #
-# PROXY_GOGC, if set, is slogate's GOGC (and only slogate's), e.g. PROXY_GOGC=200.
+# PROXY_GOGC and PROXY_GODEBUG, if set, are slogate's GOGC and GODEBUG (and only slogate's),
+# e.g. PROXY_GOGC=200 or PROXY_GODEBUG=gctrace=1 (the trace goes to $OUT/slogate.log).
 #
 # PERF=1 adds, after each concurrency's rounds, two rounds per proxy alone under `perf
 # stat` (Debian's linux-perf): system calls, reads, writes, epoll waits and context
@@ -103,7 +104,7 @@ start() {
 	"${run[@]}" taskset -c 1 "$OUT/pacer" -listen 127.0.0.1:$pacer_port -first 50ms -every "${every}ms" 2>>"$OUT/pacer.log" &
 	pacer=$!; pids+=("$pacer")
 	wait_http 127.0.0.1:$pacer_port/health
-	"${run[@]}" env ${PROXY_GOGC:+GOGC=$PROXY_GOGC} taskset -c 0 "$OUT/slogate" serve --upstream http://127.0.0.1:$pacer_port \
+	"${run[@]}" env ${PROXY_GOGC:+GOGC=$PROXY_GOGC} ${PROXY_GODEBUG:+GODEBUG=$PROXY_GODEBUG} taskset -c 0 "$OUT/slogate" serve --upstream http://127.0.0.1:$pacer_port \
 		--listen 127.0.0.1:$slogate_port --admin-listen 127.0.0.1:$admin_port \
 		--admission enforce --tiers-file bench/nginx/tiers.yaml --log-level error 2>>"$OUT/slogate.log" &
 	slogate=$!; pids+=("$slogate")
