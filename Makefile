@@ -18,7 +18,7 @@ FUZZ_TARGETS := \
 	./gpu:FuzzParseDCGM ./exporter:FuzzPushURL ./exporter:FuzzPushLabels ./settings:FuzzSettings \
 	./bench/goodput:FuzzParseFlags ./bench/overhead:FuzzParseTargets ./tenant:FuzzIdentity \
 	./bench/goodput:FuzzParseFairFlags ./bench/goodput:FuzzParseCompareFlags ./wire:FuzzIsRefusal \
-	./wire:FuzzResponseModel ./wire:FuzzContent ./proxy:FuzzEngineTransport
+	./wire:FuzzResponseModel ./wire:FuzzContent ./proxy:FuzzEngineTransport ./proxy:FuzzChunkedDecoder
 
 .PHONY: all build test vet unit acceptance fuzz bench deps clean $(FUZZ_RUNS)
 

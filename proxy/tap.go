@@ -44,7 +44,11 @@ func (p *Proxy) tapAnswer(ex *exchange, resp *http.Response) tap {
 			ex.idle = newIdleWatch(p.cfg.StreamIdleTimeout, ex.cancel)
 		}
 		t := &sseTap{ex: ex, src: resp.Body}
-		t.buffered, _ = resp.Body.(interface{ Buffered() int }) // slogate's own transport's bodies
+		if sb, ok := resp.Body.(socketBody); ok && p.det != nil && sb.canEach() { // slogate's own transport's bodies
+			t.direct, t.watch = sb, p.det.watch
+		} else {
+			t.buffered, _ = resp.Body.(interface{ Buffered() int })
+		}
 		return t
 	}
 	return &bodyTap{ex: ex, src: resp.Body}
@@ -54,6 +58,17 @@ var (
 	_ tap = (*sseTap)(nil)
 	_ tap = (*bodyTap)(nil)
 )
+
+// socketBody is a body that can be read straight from its socket, each read's data at
+// once (engineBody.each, for a chunked body on slogate's own transport).
+type socketBody interface {
+	// canEach reports whether each can read the body.
+	canEach() bool
+	// each calls fn with the data of each read of the socket, decoded into buf, until
+	// the body's end (nil), fn's error, or the read's. w watches for the engine hanging
+	// up meanwhile.
+	each(buf []byte, w *watcher, fn func([]byte) error) error
+}
 
 // sseTap passes a server-sent event stream through event by event, feeding each event to
 // the exchange's recorder. It forwards every byte the engine sent, in order, except the
@@ -76,6 +91,8 @@ type sseTap struct {
 	skipLF      bool                        // a dropped event ended in "\r": drop the "\n" completing it
 	tail        []byte                      // in passthrough, the last bytes forwarded, to find the end marker
 	buffered    interface{ Buffered() int } // src, when it says what is read and not yet returned; nil otherwise
+	direct      socketBody                  // src, when it is read straight from its socket; nil otherwise
+	watch       *watcher                    // with direct: the detacher's, which watches the engine's connection
 }
 
 // writeTo writes the stream to the client as it arrives: the headers at once (the
@@ -86,6 +103,9 @@ type sseTap struct {
 // was a client to tell).
 func (t *sseTap) writeTo(w io.Writer, flush func() error) error {
 	_ = flush()
+	if t.direct != nil {
+		return t.writeEach(w, flush)
+	}
 	for {
 		if len(t.out) > 0 && !t.more() {
 			if _, err := w.Write(t.out); err != nil {
@@ -104,6 +124,49 @@ func (t *sseTap) writeTo(w io.Writer, flush func() error) error {
 	}
 }
 
+// writeEach is writeTo for a body read straight from its socket: what each read of it
+// completed goes to the client in one write and one flush.
+func (t *sseTap) writeEach(w io.Writer, flush func() error) error {
+	t.buffers()
+	write := func() error {
+		if len(t.out) == 0 {
+			return nil
+		}
+		if _, err := w.Write(t.out); err != nil {
+			return err
+		}
+		t.out = t.out[:0]
+		_ = flush()
+		return nil
+	}
+	var werr error
+	t.ex.idle.reading()
+	err := t.direct.each(t.bufs.read[:], t.watch, func(b []byte) error {
+		t.ex.idle.read()
+		t.feed(b)
+		if werr = write(); werr != nil {
+			return werr
+		}
+		t.ex.idle.reading()
+		return nil
+	})
+	t.ex.idle.read()
+	if werr != nil {
+		return werr
+	}
+	if err == nil {
+		err = io.EOF
+	}
+	t.end(err)
+	if err := write(); err != nil {
+		return err
+	}
+	if t.err == io.EOF {
+		return nil
+	}
+	return t.err
+}
+
 // maxCoalesced bounds the bytes writeTo holds back for the client while more of the
 // engine's stream is buffered.
 const maxCoalesced = 4 << 10
@@ -117,18 +180,23 @@ func (t *sseTap) more() bool {
 // fill reads the engine's stream once and queues for the client what the read
 // completed (which may be nothing).
 func (t *sseTap) fill() {
-	if t.bufs == nil {
-		t.bufs = tapPool.Get().(*tapBuffers)
-		t.out = t.bufs.out[:0]
-		t.parser = &t.bufs.parser
-		t.parser.Reset()
-	}
+	t.buffers()
 	t.ex.idle.reading()
 	n, err := t.src.Read(t.bufs.read[:])
 	t.ex.idle.read()
 	t.feed(t.bufs.read[:n])
 	if err != nil {
 		t.end(err)
+	}
+}
+
+// buffers takes the tap's buffers from the pool, once.
+func (t *sseTap) buffers() {
+	if t.bufs == nil {
+		t.bufs = tapPool.Get().(*tapBuffers)
+		t.out = t.bufs.out[:0]
+		t.parser = &t.bufs.parser
+		t.parser.Reset()
 	}
 }
 

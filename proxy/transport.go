@@ -19,7 +19,9 @@ import (
 // (two goroutines, their stacks and two 4 KiB buffers) for as long as it is open; an
 // inference request's body is already in memory and its answer is read by one
 // goroutine, so engineTransport writes the request from a pooled buffer and reads the
-// answer through one pooled 2 KiB reader, held only while the exchange lasts.
+// answer through one pooled 2 KiB reader, held only while the exchange lasts; a chunked
+// answer read with engineBody.each (an event stream's) gives the reader back once its
+// headers are in and reads the rest straight from the socket.
 //
 // Guarantees:
 //   - A request's context bounds the whole exchange: once it is done, a pending dial,
@@ -147,9 +149,11 @@ func (t *engineTransport) takeIdle(host string) *engineConn {
 
 // put returns c to the idle pool, or closes it when the pool is full.
 func (t *engineTransport) put(c *engineConn) {
-	c.br.Reset(nil)
-	readers.Put(c.br)
-	c.br = nil
+	if c.br != nil {
+		c.br.Reset(nil)
+		readers.Put(c.br)
+		c.br = nil
+	}
 	c.idle = time.Now()
 	t.mu.Lock()
 	defer t.mu.Unlock()
@@ -261,7 +265,11 @@ func (c *engineConn) roundTrip(req *http.Request) (*http.Response, error) {
 	if c.t.headerTimeout > 0 {
 		c.deadline(time.Time{})
 	}
-	resp.Body = &engineBody{c: c, src: resp.Body, ctx: ctx, stop: stop, reuse: !resp.Close && !req.Close}
+	b := &engineBody{c: c, src: resp.Body, ctx: ctx, stop: stop, reuse: !resp.Close && !req.Close}
+	if resp.Body != http.NoBody && len(resp.TransferEncoding) == 1 && resp.TransferEncoding[0] == "chunked" {
+		b.trailer = &resp.Trailer
+	}
+	resp.Body = b
 	return resp, nil
 }
 
@@ -305,6 +313,50 @@ type engineBody struct {
 	ended atomic.Bool // the connection was put back or closed
 	mu    sync.Mutex
 	err   error // what Read returns once ended
+
+	// trailer is the answer's Trailer, for each to set as net/http's reader does at the
+	// body's end; nil unless the body is chunked.
+	trailer *http.Header
+	// While each reads: the watch for the engine hanging up, and whether it did.
+	w     *watcher
+	watch *watch
+	hup   atomic.Bool
+}
+
+// canEach reports whether the body can be read with each: it is chunked, on a
+// connection each can wait on, and nothing of it was read yet.
+func (b *engineBody) canEach() bool {
+	return eachSupported && b.trailer != nil && !b.ended.Load()
+}
+
+// eachEnd ends a body read with each: cleanly, as Read ends it at its end (the
+// connection goes back to the pool when reusable and nothing came after the body), or
+// on err.
+func (b *engineBody) eachEnd(err error, d *chunkedDecoder, after int) error {
+	if err != nil {
+		if b.ctx.Err() != nil {
+			err = b.ctx.Err()
+		}
+		b.end(err, false)
+		return err
+	}
+	if d.header != nil {
+		mergeTrailer(b.trailer, d.header)
+	}
+	b.end(io.EOF, after == 0)
+	return nil
+}
+
+// mergeTrailer sets the trailers that came at the end of a body in the answer's
+// Trailer, as net/http does: it holds the announced names, with no value, until then.
+func mergeTrailer(dst *http.Header, src http.Header) {
+	if *dst == nil {
+		*dst = src
+		return
+	}
+	for k, vv := range src {
+		(*dst)[k] = vv
+	}
 }
 
 // Buffered returns how many bytes of the answer (with its chunk framing) are read from
@@ -312,7 +364,7 @@ type engineBody struct {
 // which a read returns without waiting unless it is the start of a chunk whose rest is
 // still on its way. It is for the reading goroutine only.
 func (b *engineBody) Buffered() int {
-	if b.ended.Load() {
+	if b.ended.Load() || b.c.br == nil {
 		return 0
 	}
 	return b.c.br.Buffered()
@@ -322,6 +374,7 @@ func (b *engineBody) Buffered() int {
 var errBodyClosed = errors.New("proxy: read of the engine's answer after it was closed")
 
 func (b *engineBody) Read(p []byte) (int, error) {
+	b.trailer = nil // read through net/http's reader from now on: each may not take over
 	if b.ended.Load() {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -342,7 +395,7 @@ func (b *engineBody) Read(p []byte) (int, error) {
 
 // Close ends the exchange: at the body's end it changes nothing, before it the
 // connection is closed. It may be called while another goroutine reads: that read
-// fails.
+// fails (a body read with each: Close waits until each's function returns).
 func (b *engineBody) Close() error {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -365,7 +418,7 @@ func (b *engineBody) end(err error, clean bool) {
 	}
 	b.err = err
 	c := b.c
-	if b.stop() && clean && b.reuse && c.br.Buffered() == 0 {
+	if b.stop() && clean && b.reuse && (c.br == nil || c.br.Buffered() == 0) {
 		c.t.put(c)
 		return
 	}

@@ -1,0 +1,247 @@
+package proxy
+
+import (
+	"bufio"
+	"context"
+	"errors"
+	"io"
+	"net"
+	"net/http"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+)
+
+// rawEngine serves one request on a raw TCP listener with serve, which writes the
+// answer's bytes to the connection and ends it as it likes; hold is closed when the
+// test ends, for serve to keep the connection open until then. It returns the address.
+func rawEngine(t *testing.T, serve func(c *net.TCPConn, hold <-chan struct{})) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	hold, served := make(chan struct{}), make(chan struct{})
+	t.Cleanup(func() {
+		close(hold)
+		ln.Close()
+		<-served
+	})
+	go func() {
+		defer close(served)
+		c, err := ln.Accept()
+		if err != nil {
+			return
+		}
+		defer c.Close()
+		if _, err := http.ReadRequest(bufio.NewReader(c)); err != nil {
+			return
+		}
+		serve(c.(*net.TCPConn), hold)
+	}()
+	return ln.Addr().String()
+}
+
+const sseHead = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
+
+// chunk frames s as one chunk.
+func chunk(s string) string { return strconvHex(len(s)) + "\r\n" + s + "\r\n" }
+
+func strconvHex(n int) string {
+	const digits = "0123456789abcdef"
+	if n == 0 {
+		return "0"
+	}
+	var b []byte
+	for ; n > 0; n >>= 4 {
+		b = append([]byte{digits[n&15]}, b...)
+	}
+	return string(b)
+}
+
+// TestEngineBodyEach reads answers with each, straight from the socket, and checks what
+// it returns and when: the data of every read, the end of a complete body, and the
+// engine hanging up mid-body in each way it can, above all with its last bytes, where
+// the poller's one readiness event carries both and only the watch tells the end.
+func TestEngineBodyEach(t *testing.T) {
+	event := "data: {\"choices\":[{\"text\":\"x\"}]}\n\n"
+	big := "data: " + strings.Repeat("y", 5000) + "\n\n" // several reads of a 1 KiB buffer
+	for _, tc := range []struct {
+		name    string
+		serve   func(c *net.TCPConn, hold <-chan struct{})
+		data    string
+		err     error // nil: a clean end
+		trailer http.Header
+	}{
+		{name: "complete, with the headers", data: event + "data: [DONE]\n\n", serve: func(c *net.TCPConn, hold <-chan struct{}) {
+			io.WriteString(c, sseHead+chunk(event)+chunk("data: [DONE]\n\n")+"0\r\n\r\n")
+			<-hold // keeps the connection open: the end is the last chunk's
+		}},
+		{name: "complete, paced, with trailers", data: event + big + event, trailer: http.Header{"X-Done": {"1"}}, serve: func(c *net.TCPConn, hold <-chan struct{}) {
+			io.WriteString(c, sseHead)
+			for _, s := range []string{chunk(event), chunk(big), chunk(event), "0\r\nX-Done: 1\r\n\r\n"} {
+				time.Sleep(20 * time.Millisecond)
+				io.WriteString(c, s)
+			}
+			<-hold
+		}},
+		{name: "FIN after a pause", data: event, err: io.ErrUnexpectedEOF, serve: func(c *net.TCPConn, hold <-chan struct{}) {
+			io.WriteString(c, sseHead+chunk(event))
+			time.Sleep(50 * time.Millisecond)
+			c.CloseWrite()
+		}},
+		{name: "reset with the last bytes", data: event, err: syscall.ECONNRESET, serve: func(c *net.TCPConn, hold <-chan struct{}) {
+			io.WriteString(c, sseHead)
+			time.Sleep(50 * time.Millisecond)
+			io.WriteString(c, chunk(event))
+			time.Sleep(10 * time.Millisecond) // the bytes arrive before the reset, which would discard them unread
+			c.SetLinger(0)
+			c.Close()
+		}},
+		{name: "malformed", data: event + "abc", err: errChunkMalformed, serve: func(c *net.TCPConn, hold <-chan struct{}) {
+			io.WriteString(c, sseHead+chunk(event)+"3\r\nabcd")
+			<-hold
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			w, err := newWatcher()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer w.stop()
+			addr := rawEngine(t, tc.serve)
+			tr := newEngineTransport(0)
+			defer tr.CloseIdleConnections()
+			resp, err := post(t, context.Background(), tr, "http://"+addr+"/v1/completions")
+			if err != nil {
+				t.Fatal(err)
+			}
+			b := resp.Body.(*engineBody)
+			if !b.canEach() {
+				t.Fatal("a chunked answer cannot be read with each")
+			}
+			var got []byte
+			reads := 0
+			done := make(chan error, 1)
+			go func() {
+				done <- b.each(make([]byte, 1<<10), w, func(p []byte) error {
+					reads++
+					got = append(got, p...)
+					return nil
+				})
+			}()
+			select {
+			case err = <-done:
+			case <-time.After(30 * time.Second): // a missed end waits forever: far beyond any load's delay
+				resp.Body.Close()
+				t.Fatal("each did not return: the end of the body was missed")
+			}
+			resp.Body.Close()
+			if tc.err == nil && err != nil || tc.err != nil && !errors.Is(err, tc.err) {
+				t.Fatalf("each returned %v, want %v", err, tc.err)
+			}
+			if string(got) != tc.data {
+				t.Errorf("data %q, want %q", got, tc.data)
+			}
+			if reads == 0 && tc.data != "" {
+				t.Error("fn was never called")
+			}
+			if !sameHeader(resp.Trailer, tc.trailer) {
+				t.Errorf("trailer %v, want %v", resp.Trailer, tc.trailer)
+			}
+		})
+	}
+}
+
+// TestEngineBodyEachCancel: a request cancelled while each waits ends it at once with
+// the context's error, and the connection is closed, not reused.
+func TestEngineBodyEachCancel(t *testing.T) {
+	w, err := newWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.stop()
+	addr := rawEngine(t, func(c *net.TCPConn, hold <-chan struct{}) {
+		io.WriteString(c, sseHead+chunk("data: 1\n\n"))
+		<-hold
+	})
+	tr := newEngineTransport(0)
+	defer tr.CloseIdleConnections()
+	ctx, cancel := context.WithCancel(context.Background())
+	resp, err := post(t, ctx, tr, "http://"+addr+"/v1/completions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	err = resp.Body.(*engineBody).each(make([]byte, 1<<10), w, func([]byte) error {
+		cancel()
+		return nil
+	})
+	if !errors.Is(err, context.Canceled) {
+		t.Fatalf("each returned %v, want the context's error", err)
+	}
+	tr.mu.Lock()
+	idle := len(tr.idle)
+	tr.mu.Unlock()
+	if idle != 0 {
+		t.Error("the connection of a cancelled answer went back to the pool")
+	}
+}
+
+// TestEngineBodyEachHangUpWithLastBytes: the engine's last bytes and its FIN arrive
+// while fn is busy, so that the poller has one readiness event for both: the read
+// takes the bytes and does not report the end, and without the watch each would wait
+// for an event that never comes.
+func TestEngineBodyEachHangUpWithLastBytes(t *testing.T) {
+	w, err := newWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.stop()
+	busy, sent := make(chan struct{}), make(chan struct{})
+	addr := rawEngine(t, func(c *net.TCPConn, hold <-chan struct{}) {
+		io.WriteString(c, sseHead+chunk("data: 1\n\n"))
+		select {
+		case <-busy:
+		case <-hold:
+			return
+		}
+		io.WriteString(c, chunk("data: 2\n\n"))
+		c.CloseWrite()
+		close(sent)
+		<-hold
+	})
+	tr := newEngineTransport(0)
+	defer tr.CloseIdleConnections()
+	resp, err := post(t, context.Background(), tr, "http://"+addr+"/v1/completions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var got []byte
+	done := make(chan error, 1)
+	go func() {
+		first := true
+		done <- resp.Body.(*engineBody).each(make([]byte, 1<<10), w, func(p []byte) error {
+			got = append(got, p...)
+			if first {
+				first = false
+				close(busy)
+				<-sent
+				time.Sleep(50 * time.Millisecond) // the FIN is in before each waits again
+			}
+			return nil
+		})
+	}()
+	select {
+	case err = <-done:
+	case <-time.After(30 * time.Second): // a missed end waits forever: far beyond any load's delay
+		resp.Body.Close()
+		<-done
+		t.Fatal("each did not return: the engine's hang-up was missed")
+	}
+	if !errors.Is(err, io.ErrUnexpectedEOF) || string(got) != "data: 1\n\ndata: 2\n\n" {
+		t.Fatalf("each returned %v after %q, want io.ErrUnexpectedEOF after both events", err, got)
+	}
+}
