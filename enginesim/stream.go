@@ -205,7 +205,11 @@ func (f Faults) cut(sent, k int) (bool, int) {
 // fail carries out the fault that cut a stream: the tokens before the cut are flushed,
 // then the stream hangs until the client leaves (stall), the connection is torn down
 // without the end of the stream (drop), or the generation ends with an error event and
-// [DONE], as vLLM and SGLang end a generation that failed (error).
+// [DONE], as vLLM and SGLang end a generation that failed (error). A drop closes the
+// connection right after the last chunk, as uvicorn, the engines' HTTP server, does
+// when the application raises once the answer has started
+// (uvicorn/protocols/http/httptools_impl.py, RequestResponseCycle.run_asgi:
+// transport.close()): the last bytes and the FIN arrive together.
 func (s *Server) fail(w http.ResponseWriter, rc *http.ResponseController, r *http.Request, a *answer) {
 	kind, _ := a.j.faults.first()
 	s.traceCut(a.j, kind)

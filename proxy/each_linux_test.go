@@ -192,7 +192,10 @@ func TestEngineBodyEachCancel(t *testing.T) {
 // TestEngineBodyEachHangUpWithLastBytes: the engine's last bytes and its FIN arrive
 // while fn is busy, so that the poller has one readiness event for both: the read
 // takes the bytes and does not report the end, and without the watch each would wait
-// for an event that never comes.
+// for an event that never comes. It is the engines' shape of a generation that fails
+// mid-stream: uvicorn closes the transport right after the last chunk it wrote
+// (uvicorn/protocols/http/httptools_impl.py, RequestResponseCycle.run_asgi), and
+// enginesim's drop fault does the same.
 func TestEngineBodyEachHangUpWithLastBytes(t *testing.T) {
 	w, err := newWatcher()
 	if err != nil {
