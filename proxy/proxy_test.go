@@ -457,7 +457,12 @@ func TestProbeClassNeedsTrust(t *testing.T) {
 			if tc.hidden {
 				want = 0
 			}
-			logged.await(t, 1) // the request has ended and been reported
+			// The request has ended and been reported: the access-log line comes before the
+			// observers, so a request they should see is awaited there.
+			logged.await(t, 1)
+			if want > 0 {
+				f.obs.last(t, want)
+			}
 			if n, _ := f.ledger.InFlight(); n != 0 || f.obs.count() != want {
 				t.Errorf("once reported: %d in flight, %d observed; want 0, %d", n, f.obs.count(), want)
 			}
