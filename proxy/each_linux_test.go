@@ -2,11 +2,15 @@ package proxy
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"errors"
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -43,22 +47,35 @@ func rawEngine(t *testing.T, serve func(c *net.TCPConn, hold <-chan struct{})) s
 	return ln.Addr().String()
 }
 
+// eachWatcher returns a watcher stopped when the test ends.
+func eachWatcher(t *testing.T) *watcher {
+	t.Helper()
+	w, err := newWatcher()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(w.stop)
+	return w
+}
+
+// postRaw sends a request to the raw engine at addr through an engineTransport of its
+// own and returns the answer, whose body is closed when the test ends.
+func postRaw(t *testing.T, ctx context.Context, addr string) *http.Response {
+	t.Helper()
+	tr := newEngineTransport(0)
+	t.Cleanup(tr.CloseIdleConnections)
+	resp, err := post(t, ctx, tr, "http://"+addr+"/v1/completions")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { resp.Body.Close() })
+	return resp
+}
+
 const sseHead = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\nTransfer-Encoding: chunked\r\n\r\n"
 
 // chunk frames s as one chunk.
-func chunk(s string) string { return strconvHex(len(s)) + "\r\n" + s + "\r\n" }
-
-func strconvHex(n int) string {
-	const digits = "0123456789abcdef"
-	if n == 0 {
-		return "0"
-	}
-	var b []byte
-	for ; n > 0; n >>= 4 {
-		b = append([]byte{digits[n&15]}, b...)
-	}
-	return string(b)
-}
+func chunk(s string) string { return strconv.FormatInt(int64(len(s)), 16) + "\r\n" + s + "\r\n" }
 
 // TestEngineBodyEach reads answers with each, straight from the socket, and checks what
 // it returns and when: the data of every read, the end of a complete body, and the
@@ -105,18 +122,9 @@ func TestEngineBodyEach(t *testing.T) {
 		}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			w, err := newWatcher()
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer w.stop()
+			w := eachWatcher(t)
 			addr := rawEngine(t, tc.serve)
-			tr := newEngineTransport(0)
-			defer tr.CloseIdleConnections()
-			resp, err := post(t, context.Background(), tr, "http://"+addr+"/v1/completions")
-			if err != nil {
-				t.Fatal(err)
-			}
+			resp := postRaw(t, context.Background(), addr)
 			b := resp.Body.(*engineBody)
 			if !b.canEach() {
 				t.Fatal("a chunked answer cannot be read with each")
@@ -131,6 +139,7 @@ func TestEngineBodyEach(t *testing.T) {
 					return nil
 				})
 			}()
+			var err error
 			select {
 			case err = <-done:
 			case <-time.After(30 * time.Second): // a missed end waits forever: far beyond any load's delay
@@ -157,11 +166,7 @@ func TestEngineBodyEach(t *testing.T) {
 // TestEngineBodyEachCancel: a request cancelled while each waits ends it at once with
 // the context's error, and the connection is closed, not reused.
 func TestEngineBodyEachCancel(t *testing.T) {
-	w, err := newWatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.stop()
+	w := eachWatcher(t)
 	addr := rawEngine(t, func(c *net.TCPConn, hold <-chan struct{}) {
 		io.WriteString(c, sseHead+chunk("data: 1\n\n"))
 		<-hold
@@ -197,11 +202,7 @@ func TestEngineBodyEachCancel(t *testing.T) {
 // (uvicorn/protocols/http/httptools_impl.py, RequestResponseCycle.run_asgi), and
 // enginesim's drop fault does the same.
 func TestEngineBodyEachHangUpWithLastBytes(t *testing.T) {
-	w, err := newWatcher()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer w.stop()
+	w := eachWatcher(t)
 	busy, sent := make(chan struct{}), make(chan struct{})
 	addr := rawEngine(t, func(c *net.TCPConn, hold <-chan struct{}) {
 		io.WriteString(c, sseHead+chunk("data: 1\n\n"))
@@ -215,13 +216,7 @@ func TestEngineBodyEachHangUpWithLastBytes(t *testing.T) {
 		close(sent)
 		<-hold
 	})
-	tr := newEngineTransport(0)
-	defer tr.CloseIdleConnections()
-	resp, err := post(t, context.Background(), tr, "http://"+addr+"/v1/completions")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
+	resp := postRaw(t, context.Background(), addr)
 	var got []byte
 	done := make(chan error, 1)
 	go func() {
@@ -237,6 +232,7 @@ func TestEngineBodyEachHangUpWithLastBytes(t *testing.T) {
 			return nil
 		})
 	}()
+	var err error
 	select {
 	case err = <-done:
 	case <-time.After(30 * time.Second): // a missed end waits forever: far beyond any load's delay
@@ -246,5 +242,55 @@ func TestEngineBodyEachHangUpWithLastBytes(t *testing.T) {
 	}
 	if !errors.Is(err, io.ErrUnexpectedEOF) || string(got) != "data: 1\n\ndata: 2\n\n" {
 		t.Fatalf("each returned %v after %q, want io.ErrUnexpectedEOF after both events", err, got)
+	}
+}
+
+// TestEngineWireCorpus replays the answers of testdata/wire, uvicorn's framing byte for
+// byte (testdata/wire/README.md), from an engine that writes each in one write and then
+// keeps the connection open (a complete answer) or closes it (an aborted one): each
+// must return what net/http's reader returns of the same bytes, and end as it does.
+func TestEngineWireCorpus(t *testing.T) {
+	for _, tc := range []struct {
+		file  string
+		close bool
+		err   error
+	}{
+		{file: "uvicorn_stream_complete.http"},
+		{file: "uvicorn_stream_abort.http", close: true, err: io.ErrUnexpectedEOF},
+	} {
+		t.Run(tc.file, func(t *testing.T) {
+			raw, err := os.ReadFile(filepath.Join("testdata", "wire", tc.file))
+			if err != nil {
+				t.Fatal(err)
+			}
+			head, body, ok := bytes.Cut(raw, []byte("\r\n\r\n"))
+			if !ok || !bytes.Contains(bytes.ToLower(head), []byte("transfer-encoding: chunked")) {
+				t.Fatalf("%s is not a chunked answer", tc.file)
+			}
+			want, _, _, wantErr := netHTTPChunked(body)
+			if (wantErr != nil) != (tc.err != nil) {
+				t.Fatalf("net/http reads %s with error %v", tc.file, wantErr)
+			}
+			w := eachWatcher(t)
+			addr := rawEngine(t, func(c *net.TCPConn, hold <-chan struct{}) {
+				c.Write(raw)
+				if tc.close {
+					c.CloseWrite()
+				}
+				<-hold
+			})
+			resp := postRaw(t, context.Background(), addr)
+			var got []byte
+			err = resp.Body.(*engineBody).each(make([]byte, 1<<10), w, func(p []byte) error {
+				got = append(got, p...)
+				return nil
+			})
+			if !errors.Is(err, tc.err) || tc.err == nil && err != nil {
+				t.Fatalf("each returned %v, want %v", err, tc.err)
+			}
+			if !bytes.Equal(got, want) {
+				t.Errorf("each read\n%q\nnet/http reads\n%q", got, want)
+			}
+		})
 	}
 }
